@@ -1,0 +1,70 @@
+"""Exceptions raised by symdae.
+
+Every error names what is wrong (the symbol, the time step, the residual, the file) so that a
+user can act on it without a debugger.
+"""
+from __future__ import annotations
+
+
+class SymdaeError(Exception):
+    """Base class of all symdae errors."""
+
+
+class ModelError(SymdaeError, ValueError):
+    """The model definition is malformed (shapes, types, names, dependencies)."""
+
+
+class UndeclaredSymbolError(ModelError):
+    """An expression uses a symbol that is neither a coordinate, parameter, input nor multiplier."""
+
+    def __init__(self, symbols, where: str):
+        self.symbols = tuple(symbols)
+        self.where = where
+        names = ", ".join(sorted(str(s) for s in self.symbols))
+        super().__init__(
+            f"undeclared symbol(s) {names} in {where}: declare each as a coordinate, a parameter "
+            f"(parameters={{symbol: nominal value}}), an input or a multiplier"
+        )
+
+
+class BuildError(SymdaeError, RuntimeError):
+    """Compiling a generated module failed; carries the compiler output and the log path."""
+
+    def __init__(self, message: str, output: str = "", log_path: str | None = None):
+        self.output = output
+        self.log_path = log_path
+        text = message
+        if log_path:
+            text += f" (full log: {log_path})"
+        if output:
+            tail = output[-6000:]
+            text += "\n--- compiler output ---\n" + tail
+        super().__init__(text)
+
+
+class SimulationError(SymdaeError, RuntimeError):
+    """Base class of failures during a simulation."""
+
+
+class InconsistentInitialStateError(SimulationError, ValueError):
+    """q0 or v0 violates the position or velocity constraints beyond the tolerance."""
+
+
+class SingularMatrixError(SimulationError, ArithmeticError):
+    """The augmented (Newton or initialisation) matrix is singular."""
+
+
+class NewtonError(SimulationError, ArithmeticError):
+    """Newton's method did not converge in a time step."""
+
+    def __init__(self, message: str, *, time: float, step: int, iterations: int,
+                 residual_norm: float):
+        self.time = time
+        self.step = step
+        self.iterations = iterations
+        self.residual_norm = residual_norm
+        super().__init__(message)
+
+
+class DataError(SymdaeError, ValueError):
+    """Measured data are malformed (NaNs, unsorted or out-of-range times, length mismatch)."""

@@ -1,0 +1,41 @@
+"""Loading model files: a bundled model by name or any ``.py`` file that defines ``model``."""
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+from .errors import ModelError
+
+__all__ = ["load_model", "bundled_models", "bundled_model_path"]
+
+
+def _bundled_dir() -> Path:
+    import symdae.models as pkg  # the top-level models/ folder, installed as symdae.models
+    return Path(pkg.__path__[0])
+
+
+def bundled_models() -> list[str]:
+    """Names of the models shipped in ``models/``."""
+    return sorted(p.stem for p in _bundled_dir().glob("*.py") if not p.stem.startswith("_"))
+
+
+def bundled_model_path(name: str) -> Path:
+    path = _bundled_dir() / f"{name}.py"
+    if not path.is_file():
+        raise ModelError(f"no bundled model {name!r}; bundled models: {bundled_models()}")
+    return path
+
+
+def load_model(source: str | Path, attribute: str = "model"):
+    """Run a model file (or a bundled model's name) and return its ``model`` attribute and
+    the file's namespace (for extras such as ``START``)."""
+    path = Path(source)
+    if not path.suffix:
+        path = bundled_model_path(str(source))
+    if not path.is_file():
+        raise ModelError(f"model file {str(path)!r} does not exist")
+    namespace = runpy.run_path(str(path))
+    if attribute not in namespace:
+        raise ModelError(f"model file {path} defines no {attribute!r}")
+    return namespace[attribute], namespace
+

@@ -1,0 +1,222 @@
+"""A compiled model: its kernels plus validated entry points to the compiled sweeps."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .core import _hht
+from .errors import (ModelError, NewtonError, SimulationError, SingularMatrixError)
+from .initial import InitialState, initial_state
+from .trajectory import Trajectory
+
+__all__ = ["System", "SweepData", "DEFAULT_ALPHA"]
+
+DEFAULT_ALPHA = -0.1
+_STATUS = _hht.STATUS
+
+
+@dataclass
+class SweepData:
+    """What a forward sweep leaves for the tangent and adjoint sweeps."""
+
+    p: np.ndarray          # padded to length >= 1
+    U: np.ndarray          # (N+1, n_u)
+    LU: np.ndarray | None  # (N+1, nm, nm) factorised Newton matrices at accepted states
+    PIV: np.ndarray | None
+    x0: InitialState
+    t0: float
+    h: float
+    N: int
+    alpha: float
+
+
+def _time_grid(t0: float, t_end: float, h: float) -> int:
+    for name, x in (("h", h), ("t_end", t_end), ("t0", t0)):
+        if not isinstance(x, (int, float, np.floating, np.integer)) or not math.isfinite(x):
+            raise ValueError(f"{name} must be a finite number, got {x!r}")
+    if not h > 0:
+        raise ValueError(f"time step h must be positive, got {h!r}")
+    span = t_end - t0
+    if not span > 0:
+        raise ValueError(f"t_end ({t_end}) must be greater than t0 ({t0})")
+    N = int(round(span / h))
+    if N < 1 or abs(N * h - span) > 1e-9 * max(abs(span), abs(h)):
+        raise ValueError(f"t_end - t0 = {span!r} is not a whole multiple of h = {h!r}")
+    return N
+
+
+class System:
+    """A model whose kernels are compiled and loaded. Made by :meth:`Model.compile`.
+
+    Attributes: ``model``, ``kernels`` (the core's view of the kernel table), ``build_info``
+    (cache key, folder, whether the cache was hit, timings of a cold build).
+    """
+
+    def __init__(self, model, module, build_info: dict | None = None):
+        self.model = model
+        self.module = module
+        self.kernels = _hht.Kernels(module)
+        self.build_info = dict(build_info or {})
+        k = self.kernels
+        expected = (model.n, model.m, len(model.parameters), len(model.inputs),
+                    len(model.outputs))
+        if (k.n, k.m, k.n_p, k.n_u, k.n_s) != expected:
+            raise ModelError(f"compiled module {module.__name__} has sizes "
+                             f"{(k.n, k.m, k.n_p, k.n_u, k.n_s)}, the model {expected}")
+
+    # ------------------------------------------------------------------ run-time data
+    def parameter_vector(self, params: Mapping | None = None) -> np.ndarray:
+        """Nominal values overridden by ``params`` ({name: value}), in model order."""
+        names = self.model.parameter_names
+        p = np.array(self.model.nominal_values, dtype=float)
+        for key, val in (params or {}).items():
+            name = key if isinstance(key, str) else getattr(key, "name", str(key))
+            if name not in names:
+                raise KeyError(f"unknown parameter {name!r}; the model's parameters are "
+                               f"{names}")
+            try:
+                x = float(val)
+            except (TypeError, ValueError):
+                raise TypeError(f"value of parameter {name!r} is not a number: {val!r}") \
+                    from None
+            if not math.isfinite(x):
+                raise ValueError(f"value of parameter {name!r} is not finite: {val!r}")
+            p[names.index(name)] = x
+        return p
+
+    def input_array(self, inputs: Mapping | None, t: np.ndarray) -> np.ndarray:
+        """(N+1, n_u) input values on the grid from {name: array | callable | number}."""
+        names = self.model.input_names
+        U = np.zeros((len(t), len(names)))
+        given = dict(inputs or {})
+        for key in given:
+            if key not in names:
+                raise KeyError(f"unknown input {key!r}; the model's inputs are {names}")
+        for k, name in enumerate(names):
+            if name not in given:
+                raise ValueError(f"no values for input {name!r}: pass inputs={{{name!r}: "
+                                 "array on the time grid, callable f(t) or constant}")
+            val = given[name]
+            x = np.asarray(val(t) if callable(val) else val, dtype=float)
+            x = np.broadcast_to(x, t.shape) if x.ndim == 0 else x
+            if x.shape != t.shape:
+                raise ValueError(f"input {name!r} has shape {x.shape}, expected {t.shape} "
+                                 "(one value per time step, t0..t_end)")
+            if not np.all(np.isfinite(x)):
+                raise ValueError(f"input {name!r} contains NaN or infinity")
+            U[:, k] = x
+        return U
+
+    # ------------------------------------------------------------------ forward
+    def simulate(self, t_end: float, h: float, alpha: float = DEFAULT_ALPHA,
+                 params: Mapping | None = None, inputs: Mapping | None = None,
+                 q0=None, v0=None, t0: float = 0.0, *, rtol: float = 1e-12,
+                 max_iter: int = 10, init_tol: float = 1e-9, project: bool = False,
+                 store_factorizations: bool = False) -> Trajectory:
+        """Integrate with the HHT scheme of the discrete-adjoint paper, eq. (15).
+
+        Parameters
+        ----------
+        t_end, h, t0:
+            Time span [t0, t_end] and fixed step h; t_end - t0 must be a multiple of h.
+        alpha:
+            HHT parameter in [-1/3, 0]; beta = (1-alpha)^2/4, gamma = (1-2 alpha)/2.
+            0 is the trapezoidal rule, more negative damps high frequencies more.
+        params:
+            {name: value} overriding the nominal values. Never triggers a recompile.
+        inputs:
+            {input name: values on the grid (N+1,), callable f(t) or constant}.
+        q0, v0:
+            Initial positions and velocities (default: the model's initial_state). They must
+            satisfy C = 0 and C_q v + C_t = 0 to ``init_tol`` unless ``project`` is set, which
+            projects them onto the constraints (minimum-norm correction).
+        rtol:
+            Relative Newton tolerance on (a, lam); a round-off floor is added automatically.
+        max_iter:
+            Newton iterations per step before a NewtonError.
+        store_factorizations:
+            Keep the factorised Newton matrix of every step for tangent/adjoint sweeps.
+
+        Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,
+        NewtonError or SimulationError with the time step and residual.
+        """
+        t_start = time.perf_counter()
+        if not (-1.0 / 3.0 - 1e-12 <= alpha <= 0.0):
+            raise ValueError(f"alpha must lie in [-1/3, 0], got {alpha!r}")
+        if not (0 < rtol < 1):
+            raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+        if int(max_iter) < 1:
+            raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
+        N = _time_grid(t0, t_end, h)
+        model, k = self.model, self.kernels
+        n, m, nm = model.n, model.m, model.n + model.m
+        t = t0 + h * np.arange(N + 1)
+        p = self.parameter_vector(params)
+        U = self.input_array(inputs, t)
+        x0 = initial_state(k, model, p, t0, U[0], q0, v0, tol=init_tol, project=project)
+
+        Q, V, A = np.empty((N + 1, n)), np.empty((N + 1, n)), np.empty((N + 1, n))
+        L = np.empty((N + 1, m))
+        S = np.zeros((N + 1, k.n_s))
+        Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
+        if store_factorizations:
+            LU = np.zeros((N + 1, nm, nm))
+            PIV = np.zeros((N + 1, nm), dtype=np.intc)
+        else:
+            LU = PIV = None
+        counters = np.zeros(4, dtype=np.intp)
+        info = np.zeros(5)
+        p_pad = np.concatenate([p, [0.0]])
+        status = _hht.forward(k, float(t0), float(h), N, float(alpha), p_pad, U, Q, V, A, L, S,
+                              LU, PIV, float(rtol), int(max_iter), counters, info)
+        if status != _STATUS["OK"]:
+            self._raise(status, info, N, h)
+        wall = time.perf_counter() - t_start
+        return Trajectory(
+            t=t, q=Q, v=V, a=A, lam=L,
+            outputs={name: S[:, j] for j, name in enumerate(model.output_names)},
+            counters=dict(steps=int(counters[0]), newton_iterations=int(counters[1]),
+                          factorizations=int(counters[2]),
+                          jacobian_refreshes=int(counters[3])),
+            params=dict(zip(model.parameter_names, p.tolist())), h=float(h),
+            alpha=float(alpha), coordinate_names=model.coordinate_names, wall_time=wall,
+            _sweep=SweepData(p_pad, U, LU, PIV, x0, float(t0), float(h), N, float(alpha)),
+        )
+
+    def _raise(self, status: int, info: np.ndarray, N: int, h: float):
+        t, step, iters, rnorm, idx = info
+        where = f"t = {t:.9g} (step {int(step)} of {N}, h = {h:g})"
+        if status == _STATUS["NEWTON_FAILED"]:
+            raise NewtonError(
+                f"Newton's method did not converge at {where} after {int(iters)} iterations; "
+                f"residual max-norm {rnorm:.3e}. Reduce h, check the parameter values, or "
+                "raise max_iter.", time=float(t), step=int(step), iterations=int(iters),
+                residual_norm=float(rnorm))
+        if status == _STATUS["SINGULAR"]:
+            names = self.model.coordinate_names + [f"constraint {j}" for j in range(self.model.m)]
+            j = int(idx)
+            what = names[j] if 0 <= j < len(names) else f"row {j}"
+            raise SingularMatrixError(
+                f"the Newton matrix of eq. (16) is singular at {where}: pivot {j} (about "
+                f"{what}) vanished; a zero mass or redundant constraints make the augmented "
+                "matrix singular")
+        if status == _STATUS["NOT_FINITE"]:
+            raise SimulationError(f"NaN or infinity in the residual or Newton matrix at {where}"
+                                  f" (residual max-norm {rnorm:.3e}); check the model's "
+                                  "expressions (division by zero, overflow) and the step h")
+        raise SimulationError(f"HHT sweep failed with status {status} at {where}")
+
+    # ------------------------------------------------------------------ kernels
+    def evaluate(self, kernel: str, t: float, q, v, a, lam, params: Mapping | None = None,
+                 u=None, w=None) -> np.ndarray:
+        """Evaluate one generated kernel at one state (flat output, see symdae_kernels.h)."""
+        p = self.parameter_vector(params)
+        u = np.zeros(self.kernels.n_u) if u is None else u
+        return self.kernels.evaluate(kernel, float(t), q, v, a, lam, p, u, w=w)
+
+    def __repr__(self) -> str:
+        return f"System({self.model!r}, folder={self.build_info.get('folder')!r})"
