@@ -176,6 +176,9 @@ def compile_model(model, cache_dir=None, *, verbose: bool = False):
                 info["cache_hit"] = False
                 for stale in cache.glob(f".tmp-{dirname}-*"):
                     shutil.rmtree(stale, ignore_errors=True)
+                if final.exists():
+                    # only an atomic rename creates it, so it was damaged afterwards
+                    shutil.rmtree(final)
                 timings = {}
                 t0 = time.perf_counter()
                 derived = derive(model)

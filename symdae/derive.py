@@ -88,6 +88,37 @@ class DerivedSystem:
                 K[n + k, i] = self.Cq[k, i]
         return sp.ImmutableMatrix(K)
 
+    def state_vjp(self) -> list:
+        """w = (wM (n), wG (n), wC (m), wL (n)); out (+=) shaped like x = (q, v, a, lam):
+
+        qbar += J_M^T wM + J_G^T wG + C_q^T wC,  vbar += G_V^T wG,  lbar += C_q wL (the a-part
+        is never written). The adjoint sweep's products with the Jacobian blocks, structural
+        zeros skipped.
+        """
+        n, m = self.n, self.m
+        wM, wG = self.w[:n], self.w[n:2 * n]
+        wC, wL = self.w[2 * n:2 * n + m], self.w[2 * n + m:3 * n + m]
+
+        def dot(pairs):
+            return sp.Add(*[w * e for w, e in pairs if e != 0])
+
+        qbar = [dot([(wM[i], self.JM[i, j]) for i in range(n)]
+                    + [(wG[i], self.JG[i, j]) for i in range(n)]
+                    + [(wC[k], self.Cq[k, j]) for k in range(m)]) for j in range(n)]
+        vbar = [dot([(wG[i], self.GV[i, j]) for i in range(n)]) for j in range(n)]
+        lbar = [dot([(wL[j], self.Cq[k, j]) for j in range(n)]) for k in range(m)]
+        return qbar + vbar + [sp.S.Zero] * n + lbar
+
+    def output_vjp(self) -> list:
+        """w = dPhi_i (n_s); out (+=) = [xbar (3n + m), pbar (n_p)] = w^T [ds/dx, ds/dp]."""
+        ns = self.sizes["n_s"]
+        w = self.w[:ns]
+        out = []
+        for M in (self.Sx, self.Sp):
+            for c in range(M.shape[1]):
+                out.append(sp.Add(*[w[r] * M[r, c] for r in range(ns) if M[r, c] != 0]))
+        return out
+
     def param_vjp(self) -> list:
         """out[j] += wM . P_M[:, j] + wG . P_G[:, j] + wC . P_C[:, j], w = (wM, wG, wC)."""
         n, m = self.n, self.m
@@ -158,7 +189,7 @@ def derive(model: Model) -> DerivedSystem:
     v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
 
     sizes = dict(n=n, m=m, n_p=n_p, n_u=n_u, n_s=len(model.outputs))
-    n_w = max(3, 2 * n + m)
+    n_w = max(3, 3 * n + m, len(model.outputs))
     return DerivedSystem(
         name=model.name, symbols=S, w=_weights(n_w), M=_imm(M), Q=_imm(Q), C=_imm(C),
         Cq=_imm(Cq), Ma=_imm(Ma), g=_imm(g), JM=JM, JG=JG, GV=GV, PM=PM, PG=PG, PC=_imm(PC),
@@ -170,9 +201,9 @@ def derive(model: Model) -> DerivedSystem:
 
 # The order and layout of these kernels is the ABI shared with symdae/core/symdae_kernels.h.
 KERNEL_NAMES = (
-    "residual", "newton", "jacobians", "param_jacobians", "param_vjp", "outputs",
-    "output_jacobians", "initial_state", "initial_state_jacobian", "constraint_velocity",
-    "acceleration_constraint",
+    "residual", "newton", "jacobians", "param_jacobians", "param_vjp", "state_vjp", "outputs",
+    "output_jacobians", "output_vjp", "initial_state", "initial_state_jacobian",
+    "constraint_velocity", "acceleration_constraint",
 )
 
 
@@ -191,8 +222,10 @@ def kernel_table(ds: DerivedSystem) -> dict:
         "jacobians": (_flat(ds.JM, ds.JG, ds.GV, ds.Cq), False),
         "param_jacobians": (_flat(ds.PM, ds.PG, ds.PC), False),
         "param_vjp": (ds.param_vjp(), True),
+        "state_vjp": (ds.state_vjp(), True),
         "outputs": (_flat(ds.s), False),
         "output_jacobians": (_flat(ds.Sx, ds.Sp), False),
+        "output_vjp": (ds.output_vjp(), True),
         "initial_state": (_flat(ds.q0, ds.v0), False),
         "initial_state_jacobian": (_flat(ds.q0_p, ds.v0_p), False),
         "constraint_velocity": (_flat(ds.cdot), False),

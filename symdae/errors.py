@@ -27,6 +27,17 @@ class UndeclaredSymbolError(ModelError):
         )
 
 
+class InputError(SymdaeError, ValueError):
+    """A run-time argument is invalid (time grid, alpha, parameter or input values)."""
+
+
+class UnknownNameError(SymdaeError, KeyError):
+    """A parameter, input, output or coordinate name that the model does not have."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
 class BuildError(SymdaeError, RuntimeError):
     """Compiling a generated module failed; carries the compiler output and the log path."""
 

@@ -24,7 +24,8 @@ class InitialState:
     v: np.ndarray
     a: np.ndarray
     lam: np.ndarray
-    from_model: bool      # q0, v0 came from the model's expressions in p (so depend on p)
+    q_from_model: bool    # q0 came from the model's expressions in p (so depends on p)
+    v_from_model: bool    # v0 likewise
     projected: bool       # q0, v0 were projected onto the constraints
 
 
@@ -104,7 +105,6 @@ def initial_state(kernels, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     n, m = model.n, model.m
     zero_n, zero_m = np.zeros(n), np.zeros(m)
     qv = kernels.evaluate("initial_state", t0, zero_n, zero_n, zero_n, zero_m, p, u0)
-    from_model = q0 is None and v0 is None
     q = qv[:n].copy() if q0 is None else np.asarray(q0, dtype=float).copy()
     v = qv[n:].copy() if v0 is None else np.asarray(v0, dtype=float).copy()
     for name, x in (("q0", q), ("v0", v)):
@@ -135,7 +135,8 @@ def initial_state(kernels, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     minus_g = -kernels.evaluate("residual", t0, q, v, zero_n, zero_m, p, u0)[n:2 * n]
     gamma = kernels.evaluate("acceleration_constraint", t0, q, v, zero_n, zero_m, p, u0)[:m]
     y = np.linalg.solve(K0, np.concatenate([minus_g, -gamma]))
-    return InitialState(q, v, y[:n], y[n:], from_model=from_model, projected=bool(m and project))
+    return InitialState(q, v, y[:n], y[n:], q_from_model=q0 is None, v_from_model=v0 is None,
+                        projected=bool(m and project))
 
 
 def _linearisation(kernels, x0: InitialState, p, t0, u0):
@@ -147,11 +148,9 @@ def _linearisation(kernels, x0: InitialState, p, t0, u0):
     PJ = at("param_jacobians")
     PM, PG = PJ[:n * n_p].reshape(n, n_p), PJ[n * n_p:2 * n * n_p].reshape(n, n_p)
     _, Rc_q, gamma_v, Rc_p = _split_acc(at("acceleration_constraint"), n, m, n_p)
-    if x0.from_model:
-        QV = at("initial_state_jacobian")
-        Q0p, V0p = QV[:n * n_p].reshape(n, n_p), QV[n * n_p:].reshape(n, n_p)
-    else:
-        Q0p, V0p = np.zeros((n, n_p)), np.zeros((n, n_p))
+    QV = at("initial_state_jacobian")
+    Q0p = QV[:n * n_p].reshape(n, n_p) if x0.q_from_model else np.zeros((n, n_p))
+    V0p = QV[n * n_p:].reshape(n, n_p) if x0.v_from_model else np.zeros((n, n_p))
     return K0, JM + JG, GV, PM + PG, Rc_q, gamma_v, Rc_p, Q0p, V0p
 
 

@@ -65,7 +65,8 @@ class CythonPrinter(C99CodePrinter):
     def _print_NaN(self, expr):
         return "NAN"
 
-    # -- powers: small integer exponents as products (faster and exact), roots as sqrt/cbrt
+    # -- powers: small integer exponents as products (faster and exact), square roots as sqrt.
+    # Other roots stay pow(): C's cbrt is the real root, SymPy's x**(1/3) the principal one.
     def _print_Pow(self, expr):
         base, e = expr.base, expr.exp
         b = self.parenthesize(base, precedence(sp.Mul(2, 3, evaluate=False)))
@@ -79,8 +80,6 @@ class CythonPrinter(C99CodePrinter):
             return f"sqrt({self._print(base)})"
         if e == -sp.S.Half:
             return f"(1.0/sqrt({self._print(base)}))"
-        if e == sp.Rational(1, 3):
-            return f"cbrt({self._print(base)})"
         return f"pow({self._print(base)}, {self._print(e)})"
 
     # -- Python syntax for the non-arithmetic parts

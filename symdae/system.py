@@ -9,7 +9,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .core import _hht
-from .errors import (ModelError, NewtonError, SimulationError, SingularMatrixError)
+from .errors import (InputError, ModelError, NewtonError, SimulationError, SingularMatrixError,
+                     UnknownNameError)
 from .initial import InitialState, initial_state
 from .trajectory import Trajectory
 
@@ -37,15 +38,15 @@ class SweepData:
 def _time_grid(t0: float, t_end: float, h: float) -> int:
     for name, x in (("h", h), ("t_end", t_end), ("t0", t0)):
         if not isinstance(x, (int, float, np.floating, np.integer)) or not math.isfinite(x):
-            raise ValueError(f"{name} must be a finite number, got {x!r}")
+            raise InputError(f"{name} must be a finite number, got {x!r}")
     if not h > 0:
-        raise ValueError(f"time step h must be positive, got {h!r}")
+        raise InputError(f"time step h must be positive, got {h!r}")
     span = t_end - t0
     if not span > 0:
-        raise ValueError(f"t_end ({t_end}) must be greater than t0 ({t0})")
+        raise InputError(f"t_end ({t_end}) must be greater than t0 ({t0})")
     N = int(round(span / h))
     if N < 1 or abs(N * h - span) > 1e-9 * max(abs(span), abs(h)):
-        raise ValueError(f"t_end - t0 = {span!r} is not a whole multiple of h = {h!r}")
+        raise InputError(f"t_end - t0 = {span!r} is not a whole multiple of h = {h!r}")
     return N
 
 
@@ -76,15 +77,15 @@ class System:
         for key, val in (params or {}).items():
             name = key if isinstance(key, str) else getattr(key, "name", str(key))
             if name not in names:
-                raise KeyError(f"unknown parameter {name!r}; the model's parameters are "
-                               f"{names}")
+                raise UnknownNameError(f"unknown parameter {name!r}; the model's parameters "
+                                       f"are {names}")
             try:
                 x = float(val)
             except (TypeError, ValueError):
-                raise TypeError(f"value of parameter {name!r} is not a number: {val!r}") \
+                raise InputError(f"value of parameter {name!r} is not a number: {val!r}") \
                     from None
             if not math.isfinite(x):
-                raise ValueError(f"value of parameter {name!r} is not finite: {val!r}")
+                raise InputError(f"value of parameter {name!r} is not finite: {val!r}")
             p[names.index(name)] = x
         return p
 
@@ -95,19 +96,21 @@ class System:
         given = dict(inputs or {})
         for key in given:
             if key not in names:
-                raise KeyError(f"unknown input {key!r}; the model's inputs are {names}")
+                raise UnknownNameError(f"unknown input {key!r}; the model's inputs are {names}")
         for k, name in enumerate(names):
             if name not in given:
-                raise ValueError(f"no values for input {name!r}: pass inputs={{{name!r}: "
+                raise InputError(f"no values for input {name!r}: pass inputs={{{name!r}: "
                                  "array on the time grid, callable f(t) or constant}")
             val = given[name]
             x = np.asarray(val(t) if callable(val) else val, dtype=float)
             x = np.broadcast_to(x, t.shape) if x.ndim == 0 else x
             if x.shape != t.shape:
-                raise ValueError(f"input {name!r} has shape {x.shape}, expected {t.shape} "
+                raise InputError(f"input {name!r} has shape {x.shape}, expected {t.shape} "
                                  "(one value per time step, t0..t_end)")
-            if not np.all(np.isfinite(x)):
-                raise ValueError(f"input {name!r} contains NaN or infinity")
+            bad = np.flatnonzero(~np.isfinite(x))
+            if bad.size:
+                raise InputError(f"input {name!r} is NaN or infinite at t = {t[bad[0]]:g} "
+                                 f"(step {bad[0]})")
             U[:, k] = x
         return U
 
@@ -115,7 +118,7 @@ class System:
     def simulate(self, t_end: float, h: float, alpha: float = DEFAULT_ALPHA,
                  params: Mapping | None = None, inputs: Mapping | None = None,
                  q0=None, v0=None, t0: float = 0.0, *, rtol: float = 1e-12,
-                 max_iter: int = 10, init_tol: float = 1e-9, project: bool = False,
+                 max_iter: int = 20, init_tol: float = 1e-9, project: bool = False,
                  store_factorizations: bool = False) -> Trajectory:
         """Integrate with the HHT scheme of the discrete-adjoint paper, eq. (15).
 
@@ -146,11 +149,11 @@ class System:
         """
         t_start = time.perf_counter()
         if not (-1.0 / 3.0 - 1e-12 <= alpha <= 0.0):
-            raise ValueError(f"alpha must lie in [-1/3, 0], got {alpha!r}")
+            raise InputError(f"alpha must lie in [-1/3, 0], got {alpha!r}")
         if not (0 < rtol < 1):
-            raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+            raise InputError(f"rtol must lie in (0, 1), got {rtol!r}")
         if int(max_iter) < 1:
-            raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
+            raise InputError(f"max_iter must be >= 1, got {max_iter!r}")
         N = _time_grid(t0, t_end, h)
         model, k = self.model, self.kernels
         n, m, nm = model.n, model.m, model.n + model.m
@@ -169,7 +172,7 @@ class System:
         else:
             LU = PIV = None
         counters = np.zeros(4, dtype=np.intp)
-        info = np.zeros(5)
+        info = np.array([0.0, 0.0, 0.0, 0.0, -1.0, 0.0])
         p_pad = np.concatenate([p, [0.0]])
         status = _hht.forward(k, float(t0), float(h), N, float(alpha), p_pad, U, Q, V, A, L, S,
                               LU, PIV, float(rtol), int(max_iter), counters, info)
@@ -188,14 +191,20 @@ class System:
         )
 
     def _raise(self, status: int, info: np.ndarray, N: int, h: float):
-        t, step, iters, rnorm, idx = info
+        t, step, iters, rnorm, idx, r_first = info
         where = f"t = {t:.9g} (step {int(step)} of {N}, h = {h:g})"
         if status == _STATUS["NEWTON_FAILED"]:
+            how = "did not converge"
+            if idx >= 0:
+                how = ("diverged (the Newton matrix became singular at an iterate far from the "
+                       "solution)")
+            elif rnorm > 1e3 * r_first:
+                how = "diverged"
             raise NewtonError(
-                f"Newton's method did not converge at {where} after {int(iters)} iterations; "
-                f"residual max-norm {rnorm:.3e}. Reduce h, check the parameter values, or "
-                "raise max_iter.", time=float(t), step=int(step), iterations=int(iters),
-                residual_norm=float(rnorm))
+                f"Newton's method {how} at {where} after {int(iters)} iterations; residual "
+                f"max-norm {r_first:.3e} at the first iterate, {rnorm:.3e} at the last. Reduce "
+                "h, check the parameter values, or raise max_iter.", time=float(t),
+                step=int(step), iterations=int(iters), residual_norm=float(rnorm))
         if status == _STATUS["SINGULAR"]:
             names = self.model.coordinate_names + [f"constraint {j}" for j in range(self.model.m)]
             j = int(idx)

@@ -48,12 +48,13 @@ cdef enum Status:
 STATUS = {"OK": OK, "NEWTON_FAILED": NEWTON_FAILED, "SINGULAR": SINGULAR,
           "NOT_FINITE": NOT_FINITE}
 
-KERNEL_NAMES = ("residual", "newton", "jacobians", "param_jacobians", "param_vjp", "outputs",
-                "output_jacobians", "initial_state", "initial_state_jacobian",
-                "constraint_velocity", "acceleration_constraint")
+KERNEL_NAMES = ("residual", "newton", "jacobians", "param_jacobians", "param_vjp", "state_vjp",
+                "outputs", "output_jacobians", "output_vjp", "initial_state",
+                "initial_state_jacobian", "constraint_velocity", "acceleration_constraint")
 
 cdef double FLOOR_FACTOR = 10.0
 cdef double NOISE_FACTOR = 4.0
+
 
 
 cdef class Kernels:
@@ -80,8 +81,9 @@ cdef class Kernels:
         n, m, n_p, n_s = self.n, self.m, self.n_p, self.n_s
         sizes = {
             "residual": 2 * n + m, "newton": (n + m) ** 2, "jacobians": 3 * n * n + m * n,
-            "param_jacobians": (2 * n + m) * n_p, "param_vjp": n_p, "outputs": n_s,
-            "output_jacobians": n_s * (3 * n + m) + n_s * n_p, "initial_state": 2 * n,
+            "param_jacobians": (2 * n + m) * n_p, "param_vjp": n_p, "state_vjp": 3 * n + m,
+            "outputs": n_s, "output_jacobians": n_s * (3 * n + m) + n_s * n_p,
+            "output_vjp": 3 * n + m + n_p, "initial_state": 2 * n,
             "initial_state_jacobian": 2 * n * n_p, "constraint_velocity": m,
             "acceleration_constraint": m + 2 * m * n + m * n_p,
         }
@@ -92,31 +94,25 @@ cdef class Kernels:
                 from None
 
     def weight_size(self, str name):
-        if name == "newton":
-            return 3
-        if name == "param_vjp":
-            return 2 * self.n + self.m
-        return 0
+        """Length of the run-time coefficient vector ``w`` kernel ``name`` reads."""
+        n, m = self.n, self.m
+        return {"newton": 3, "param_vjp": 2 * n + m, "state_vjp": 3 * n + m,
+                "output_vjp": self.n_s}.get(name, 0)
 
     cdef symdae_kernel _get(self, str name) except NULL:
         cdef const symdae_model* k = self.km
-        table = {
-            "residual": 0, "newton": 1, "jacobians": 2, "param_jacobians": 3, "param_vjp": 4,
-            "outputs": 5, "output_jacobians": 6, "initial_state": 7,
-            "initial_state_jacobian": 8, "constraint_velocity": 9,
-            "acceleration_constraint": 10,
-        }
-        cdef int idx = table[name]
-        cdef symdae_kernel fns[11]
+        cdef symdae_kernel fns[13]
         fns[:] = [k.residual, k.newton, k.jacobians, k.param_jacobians, k.param_vjp,
-                  k.outputs, k.output_jacobians, k.initial_state, k.initial_state_jacobian,
-                  k.constraint_velocity, k.acceleration_constraint]
-        return fns[idx]
+                  k.state_vjp, k.outputs, k.output_jacobians, k.output_vjp, k.initial_state,
+                  k.initial_state_jacobian, k.constraint_velocity, k.acceleration_constraint]
+        if name not in KERNEL_NAMES:
+            raise KeyError(f"unknown kernel {name!r}; kernels: {', '.join(KERNEL_NAMES)}")
+        return fns[KERNEL_NAMES.index(name)]
 
     def evaluate(self, str name, double t, q, v, a, lam, p, u, w=None):
         """Evaluate one kernel at one state; returns its flat output (structural zeros = 0).
 
-        For ``param_vjp`` (which accumulates) the result is the product with zero start.
+        Accumulating kernels (param_vjp, state_vjp, output_vjp) start from zero.
         """
         cdef symdae_kernel fn = self._get(name)
         size = self.output_size(name)
@@ -146,46 +142,105 @@ cdef class Kernels:
         return out[:size]
 
 
-cdef inline double* row(double[:, ::1] X, Py_ssize_t i) noexcept nogil:
-    # X may have zero columns (no constraints, no inputs): its row pointer is then never read.
+# ---------------------------------------------------------------------------- helpers
+
+cdef inline double* base2(double[:, ::1] X) noexcept nogil:
+    # X may have zero columns (no constraints, inputs or outputs): its rows are never read.
     if X.shape[1] == 0:
         return NULL
-    return &X[i, 0]
+    return &X[0, 0]
 
 
-cdef inline void set_state(symdae_args* x, double t, double[:, ::1] Q, double[:, ::1] V,
-                           double[:, ::1] A, double[:, ::1] L, const double[:, ::1] U,
-                           Py_ssize_t i) noexcept nogil:
+cdef inline double* at(double* base, Py_ssize_t i, int width) noexcept nogil:
+    return NULL if base == NULL else base + i * width
+
+
+cdef struct Scheme:
+    # HHT coefficients for one (h, alpha)
+    double h, cM, ap, s, gh, ca, cv1
+
+
+cdef inline Scheme scheme(double h, double alpha) noexcept nogil:
+    cdef Scheme c
+    cdef double beta = 0.25 * (1.0 - alpha) * (1.0 - alpha), gam = 0.5 - alpha
+    c.h = h
+    c.cM = 1.0 / (1.0 + alpha)
+    c.ap = alpha / (1.0 + alpha)
+    c.s = beta * h * h
+    c.gh = gam * h
+    c.ca = h * h * (0.5 - beta)
+    c.cv1 = h * (1.0 - gam)
+    return c
+
+
+cdef struct Traj:
+    # raw views of a trajectory: row i of X starts at X + i * width
+    double* q
+    double* v
+    double* a
+    double* lam
+    const double* u
+    int n, m, n_u
+
+
+cdef inline Traj traj_of(double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A,
+                         double[:, ::1] L, const double[:, ::1] U) noexcept nogil:
+    cdef Traj tr
+    tr.q = &Q[0, 0]
+    tr.v = &V[0, 0]
+    tr.a = &A[0, 0]
+    tr.lam = base2(L)
+    tr.u = NULL if U.shape[1] == 0 else &U[0, 0]
+    tr.n = <int>Q.shape[1]
+    tr.m = <int>L.shape[1]
+    tr.n_u = <int>U.shape[1]
+    return tr
+
+
+cdef inline void set_state(symdae_args* x, const Traj* tr, double t, Py_ssize_t i) noexcept nogil:
     x.t = t
-    x.q = row(Q, i)
-    x.v = row(V, i)
-    x.a = row(A, i)
-    x.lam = row(L, i)
-    x.u = NULL if U.shape[1] == 0 else &U[i, 0]
+    x.q = tr.q + i * tr.n
+    x.v = tr.v + i * tr.n
+    x.a = tr.a + i * tr.n
+    x.lam = at(tr.lam, i, tr.m)
+    x.u = NULL if tr.u == NULL else tr.u + i * tr.n_u
 
 
 cdef inline void residual_noise(const double* K, const double* q, const double* v,
                                 const double* a, const double* lam, const double* res,
-                                double cM, double ap, double s, double h, int n, int m,
+                                const Scheme* c, int n, int m, double* fq,
                                 double* nu) noexcept nogil:
     """nu_r <- round-off level of residual row r near this state (see module docstring).
 
     q_{i+1} = q_i + h v_i + ... + s a_{i+1} is a sum whose rounding is eps times the size of
     its terms, not of the result (q may cross zero), hence |q| + h |v| + h^2 |a|.
     """
-    cdef int r, c, nm = n + m
+    cdef int r, k, nm = n + m
     cdef double acc, eps = DBL_EPSILON
+    cdef const double* Kr
+    for k in range(n):
+        fq[k] = (fabs(q[k]) + c.h * fabs(v[k]) + c.h * c.h * fabs(a[k])) * (eps / c.s)
+    for k in range(m):
+        fq[n + k] = fabs(lam[k]) * eps
     for r in range(nm):
+        Kr = K + r * nm
         acc = 0.0
-        for c in range(n):
-            acc += fabs(K[r * nm + c]) * (fabs(q[c]) + h * fabs(v[c]) + h * h * fabs(a[c]))
-        acc *= eps / s
-        for c in range(m):
-            acc += fabs(K[r * nm + n + c]) * fabs(lam[c]) * eps
+        for k in range(nm):
+            acc += fabs(Kr[k]) * fq[k]
         if r < n:
-            acc += eps * (fabs(cM * res[r]) + (1.0 + fabs(ap)) * fabs(res[n + r]))
+            acc += eps * (fabs(c.cM * res[r]) + (1.0 + fabs(c.ap)) * fabs(res[n + r]))
         nu[r] = acc
 
+
+cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
+                            double* Kmat, double* LUout, int* piv, int nm) noexcept nogil:
+    """Evaluate the Newton matrix at x into Kmat and factorise a copy into LUout."""
+    km.newton(x, kw, Kmat)
+    memcpy(LUout, Kmat, nm * nm * sizeof(double))
+    return lu_factor(LUout, piv, nm)
+
+
+# ---------------------------------------------------------------------------- forward
 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
@@ -198,60 +253,65 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     PIV[i] receive the factorised Newton matrix at the accepted state i (for the sensitivity
     sweeps). counters <- (steps, Newton iterations, factorisations, Jacobian refreshes).
     Returns OK, or NEWTON_FAILED / SINGULAR / NOT_FINITE with info = (time, step, iterations,
-    residual max-norm, index) describing the failure.
+    residual max-norm, pivot index or -1, first residual max-norm of the step).
     """
     cdef const symdae_model* km = K.km
-    cdef int n = K.n, m = K.m, nm = K.n + K.m, k, j, r
+    cdef int n = K.n, m = K.m, nm = K.n + K.m, ns = K.n_s, k, j
     cdef bint store = LU is not None
-    cdef double cM = 1.0 / (1.0 + alpha), ap = alpha / (1.0 + alpha)
-    cdef double beta = 0.25 * (1.0 - alpha) ** 2, gam = 0.5 - alpha
-    cdef double s = beta * h * h, gh = gam * h, ca = h * h * (0.5 - beta), cv1 = h * (1.0 - gam)
-    cdef double eps = DBL_EPSILON, t1, norm, norm_prev, wk, amax, lmax, rnorm
-    cdef Py_ssize_t i, iters = 0, facts = 0, refreshes = 0
-    cdef int status = 0, pivot
+    cdef Scheme c = scheme(h, alpha)
+    cdef double eps = DBL_EPSILON, t1, norm, norm_prev, wk, amax, lmax, rnorm, fa, r_first
+    cdef Py_ssize_t i = 0, iters = 0, facts = 0, refreshes = 0
+    cdef int status = OK, pivot
     cdef bint at_noise
 
-    res_a = np.zeros(2 * n + m + 1)
-    gprev_a = np.zeros(n + 1)
-    Kmat_a = np.zeros(nm * nm + 1)
-    LUw_a = np.zeros(nm * nm + 1)
-    LUr_a = np.zeros(nm * nm + 1)
-    piv_w = np.zeros(nm + 1, dtype=np.intc)
-    piv_r = np.zeros(nm + 1, dtype=np.intc)
-    R_a = np.zeros(nm + 1)
-    dy_a = np.zeros(nm + 1)
-    y_a = np.zeros(nm + 1)
-    qc_a = np.zeros(n + 1)
-    vc_a = np.zeros(n + 1)
-    qh_a = np.zeros(n + 1)
-    vh_a = np.zeros(n + 1)
-    fl_a = np.zeros(nm + 1)
-    cdef double[::1] res = res_a, gprev = gprev_a, Kmat = Kmat_a, LUw = LUw_a, LUr = LUr_a
-    cdef double[::1] R = R_a, dy = dy_a, y = y_a, qc = qc_a, vc = vc_a, qh = qh_a, vh = vh_a
-    cdef double[::1] fl = fl_a
-    cdef int[::1] pw = piv_w, pr = piv_r
+    work_a = np.zeros(2 * n + m + 4 * n + 7 * nm + 3 * nm * nm + 8)
+    piv_a = np.zeros(2 * nm + 2, dtype=np.intc)
+    cdef double[::1] work = work_a
+    cdef int[::1] pivw = piv_a
+    cdef double* res = &work[0]          # [Ma, g, C] from the residual kernel
+    cdef double* gprev = res + 2 * n + m
+    cdef double* qc = gprev + n          # q, v of the current iterate
+    cdef double* vc = qc + n
+    cdef double* qh = vc + n             # predictors
+    cdef double* R = qh + n
+    cdef double* dy = R + nm
+    cdef double* y = dy + nm             # (a, lam) of the current iterate
+    cdef double* nu = y + nm             # residual round-off levels
+    cdef double* fq = nu + nm
+    cdef double* vh = fq + nm
+    cdef double* Kmat = vh + nm
+    cdef double* LUw = Kmat + nm * nm    # factorisation when not stored
+    cdef double* LUr = LUw + nm * nm     # refreshed factorisation
+    cdef int* pw = &pivw[0]
+    cdef int* pr = pw + nm + 1
     cdef double kw[3]
-    kw[0] = cM
-    kw[1] = s
-    kw[2] = gh
+    kw[0] = c.cM
+    kw[1] = c.s
+    kw[2] = c.gh
+    cdef Traj tr = traj_of(Q, V, A, L, U)
+    cdef double* Sb = base2(S)
+    cdef double* lu_b = &LU[0, 0, 0] if store else NULL
+    cdef int* piv_b = &PIV[0, 0] if store else NULL
     cdef double* LUcur
     cdef int* pcur
-    cdef double* LUnext
-    cdef int* pnext
+    cdef double* qi
+    cdef double* vi
+    cdef double* ai
+    cdef double* li
+    cdef double* ap_prev
+    cdef double* lp_prev
     cdef symdae_args x
     x.p = &p[0]
 
     with nogil:
         # ---- state 0: g_0, outputs, Newton matrix for the first step
-        set_state(&x, t0, Q, V, A, L, U, 0)
-        km.residual(&x, NULL, &res[0])
-        memcpy(&gprev[0], &res[n], n * sizeof(double))
-        km.outputs(&x, NULL, row(S, 0))
-        km.newton(&x, kw, &Kmat[0])
-        LUcur = &LU[0, 0, 0] if store else &LUw[0]
-        pcur = &PIV[0, 0] if store else &pw[0]
-        memcpy(LUcur, &Kmat[0], nm * nm * sizeof(double))
-        pivot = lu_factor(LUcur, pcur, nm)
+        set_state(&x, &tr, t0, 0)
+        km.residual(&x, NULL, res)
+        memcpy(gprev, res + n, n * sizeof(double))
+        km.outputs(&x, NULL, Sb)
+        LUcur = lu_b if store else LUw
+        pcur = piv_b if store else pw
+        pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
         facts += 1
         if pivot != 0:
             info[0] = t0
@@ -259,86 +319,97 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             info[4] = pivot - 1
             status = NOT_FINITE if pivot < 0 else SINGULAR
         else:
-            residual_noise(&Kmat[0], row(Q, 0), row(V, 0), row(A, 0), row(L, 0), &res[0], cM, ap, s,
-                           h, n, m, &fl[0])
+            residual_noise(Kmat, x.q, x.v, x.a, x.lam, res, &c, n, m, fq, nu)
 
-        i = 0
-        while status == 0 and i < N:
+        while status == OK and i < N:
             t1 = t0 + (i + 1) * h
+            qi = tr.q + i * n
+            vi = tr.v + i * n
+            ai = tr.a + i * n
+            li = at(tr.lam, i, m)
             # Newton starts from (a, lam) extrapolated linearly from the last two states
+            ap_prev = ai - n if i > 0 else ai
+            lp_prev = li - m if i > 0 else li
             for k in range(n):
-                qh[k] = Q[i, k] + h * V[i, k] + ca * A[i, k]
-                vh[k] = V[i, k] + cv1 * A[i, k]
-                y[k] = 2.0 * A[i, k] - A[i - 1, k] if i > 0 else A[i, k]
+                qh[k] = qi[k] + h * vi[k] + c.ca * ai[k]
+                vh[k] = vi[k] + c.cv1 * ai[k]
+                y[k] = 2.0 * ai[k] - ap_prev[k]
             for k in range(m):
-                y[n + k] = 2.0 * L[i, k] - L[i - 1, k] if i > 0 else L[i, k]
+                y[n + k] = 2.0 * li[k] - lp_prev[k]
             x.t = t1
-            x.q = &qc[0]
-            x.v = &vc[0]
-            x.a = &y[0]
-            x.lam = &y[n] if m > 0 else NULL
-            x.u = NULL if U.shape[1] == 0 else &U[i + 1, 0]
+            x.q = qc
+            x.v = vc
+            x.a = y
+            x.lam = y + n if m > 0 else NULL
+            x.u = NULL if tr.u == NULL else tr.u + (i + 1) * tr.n_u
             norm_prev = INFINITY
             status = NEWTON_FAILED
+            r_first = -1.0
             for j in range(max_iter):
                 for k in range(n):
-                    qc[k] = qh[k] + s * y[k]
-                    vc[k] = vh[k] + gh * y[k]
-                km.residual(&x, NULL, &res[0])
+                    qc[k] = qh[k] + c.s * y[k]
+                    vc[k] = vh[k] + c.gh * y[k]
+                km.residual(&x, NULL, res)
                 iters += 1
+                for k in range(n):
+                    R[k] = c.cM * res[k] + res[n + k] - c.ap * gprev[k]
+                for k in range(m):
+                    R[n + k] = res[2 * n + k] / c.s
                 rnorm = 0.0
                 at_noise = True
-                for k in range(n):
-                    R[k] = cM * res[k] + res[n + k] - ap * gprev[k]
-                for k in range(m):
-                    R[n + k] = res[2 * n + k] / s
                 for k in range(nm):
                     dy[k] = -R[k]
-                    if fabs(R[k]) > rnorm or R[k] != R[k]:
-                        rnorm = fabs(R[k])
-                    if not (fabs(R[k]) <= NOISE_FACTOR * fl[k]):
+                    wk = fabs(R[k])
+                    if not (wk <= rnorm):
+                        rnorm = wk            # also catches NaN
+                    if not (wk <= NOISE_FACTOR * nu[k]):
                         at_noise = False
+                if r_first < 0.0:
+                    r_first = rnorm
                 if not isfinite(rnorm):
                     status = NOT_FINITE
                     break
                 if at_noise:
                     status = OK
                     break
-                lu_solve(LUcur, pcur, &dy[0], nm)
+                lu_solve(LUcur, pcur, dy, nm)
                 amax = 0.0
                 lmax = 0.0
                 for k in range(n):
                     amax = max(amax, fabs(y[k]))
                 for k in range(n, nm):
                     lmax = max(lmax, fabs(y[k]))
+                amax *= FLOOR_FACTOR * eps
+                lmax *= FLOOR_FACTOR * eps
+                fa = FLOOR_FACTOR * eps / c.s
                 norm = 0.0
                 for k in range(nm):
                     if k < n:
-                        wk = rtol * fabs(y[k]) + FLOOR_FACTOR * eps * (fabs(qc[k]) / s + amax)
+                        wk = rtol * fabs(y[k]) + fa * fabs(qc[k]) + amax
                     else:
-                        wk = rtol * fabs(y[k]) + FLOOR_FACTOR * eps * lmax
+                        wk = rtol * fabs(y[k]) + lmax
                     wk = fabs(dy[k]) / wk if wk > 0.0 else (0.0 if dy[k] == 0.0 else INFINITY)
-                    if wk > norm or wk != wk:
+                    if not (wk <= norm):
                         norm = wk
                 if norm <= 1.0:
                     status = OK
                     break
-                if j > 0 and not (norm <= 0.5 * norm_prev):
-                    # slow or no contraction: refresh K at the current iterate (full Newton)
-                    km.newton(&x, kw, &Kmat[0])
-                    memcpy(&LUr[0], &Kmat[0], nm * nm * sizeof(double))
-                    pivot = lu_factor(&LUr[0], &pr[0], nm)
+                # simplified Newton contracts linearly (rate theta); when it cannot reach the
+                # tolerance within 3 more iterations, refresh K here (full Newton from now on)
+                if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
+                    pivot = factor_into(km, &x, kw, Kmat, LUr, pr, nm)
                     facts += 1
                     refreshes += 1
                     if pivot != 0:
-                        status = NOT_FINITE if pivot < 0 else SINGULAR
+                        # a singular or non-finite K at an iterate, not at an accepted state,
+                        # means Newton has left the solution's neighbourhood: report divergence
                         info[4] = pivot - 1
                         break
-                    LUcur = &LUr[0]
-                    pcur = &pr[0]
+                    LUcur = LUr
+                    pcur = pr
                     for k in range(nm):
                         dy[k] = -R[k]
-                    lu_solve(LUcur, pcur, &dy[0], nm)
+                    lu_solve(LUcur, pcur, dy, nm)
                 for k in range(nm):
                     y[k] += dy[k]
                 norm_prev = norm
@@ -347,23 +418,21 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 info[1] = i + 1
                 info[2] = j + 1
                 info[3] = rnorm
+                info[5] = r_first
                 break
             # ---- accept x_{i+1}
             i += 1
-            for k in range(n):
-                Q[i, k] = qc[k]
-                V[i, k] = vc[k]
-                A[i, k] = y[k]
-            for k in range(m):
-                L[i, k] = y[n + k]
-            memcpy(&gprev[0], &res[n], n * sizeof(double))
-            set_state(&x, t1, Q, V, A, L, U, i)
-            km.outputs(&x, NULL, row(S, i))
-            km.newton(&x, kw, &Kmat[0])
-            LUcur = &LU[i, 0, 0] if store else &LUw[0]
-            pcur = &PIV[i, 0] if store else &pw[0]
-            memcpy(LUcur, &Kmat[0], nm * nm * sizeof(double))
-            pivot = lu_factor(LUcur, pcur, nm)
+            memcpy(tr.q + i * n, qc, n * sizeof(double))
+            memcpy(tr.v + i * n, vc, n * sizeof(double))
+            memcpy(tr.a + i * n, y, n * sizeof(double))
+            if m > 0:
+                memcpy(tr.lam + i * m, y + n, m * sizeof(double))
+            memcpy(gprev, res + n, n * sizeof(double))
+            set_state(&x, &tr, t1, i)
+            km.outputs(&x, NULL, at(Sb, i, ns))
+            LUcur = lu_b + i * nm * nm if store else LUw
+            pcur = piv_b + i * nm if store else pw
+            pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
             facts += 1
             if pivot != 0:
                 status = NOT_FINITE if pivot < 0 else SINGULAR
@@ -371,8 +440,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 info[1] = i
                 info[4] = pivot - 1
                 break
-            residual_noise(&Kmat[0], row(Q, i), row(V, i), row(A, i), row(L, i), &res[0], cM, ap,
-                           s, h, n, m, &fl[0])
+            residual_noise(Kmat, x.q, x.v, x.a, x.lam, res, &c, n, m, fq, nu)
 
     counters[0] = i
     counters[1] = iters
@@ -380,6 +448,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     counters[3] = refreshes
     return status
 
+
+# ---------------------------------------------------------------------------- tangent
 
 cdef struct Blocks:
     # Jacobian blocks at one state: J_M, J_G, G_V (n x n) and C_q (m x n), views into one buffer
@@ -398,13 +468,6 @@ cdef inline Blocks blocks_at(double* buf, int n) noexcept nogil:
     return b
 
 
-cdef int factor_at(const symdae_model* km, symdae_args* x, const double* kw, double* Kmat,
-                   double* LUout, int* piv, int nm) noexcept nogil:
-    km.newton(x, kw, Kmat)
-    memcpy(LUout, Kmat, nm * nm * sizeof(double))
-    return lu_factor(LUout, piv, nm)
-
-
 def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
@@ -420,17 +483,15 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
-    cdef int nd = D.shape[1], d, k, c
+    cdef int nd = D.shape[1], d, k
     cdef bint store = LU is not None
-    cdef double cM = 1.0 / (1.0 + alpha), ap = alpha / (1.0 + alpha)
-    cdef double beta = 0.25 * (1.0 - alpha) ** 2, gam = 0.5 - alpha
-    cdef double s = beta * h * h, gh = gam * h, ca = h * h * (0.5 - beta), cv1 = h * (1.0 - gam)
+    cdef Scheme c = scheme(h, alpha)
     cdef Py_ssize_t i
-    cdef int status = 0, pivot
+    cdef int status = OK, pivot
     cdef double kw[3]
-    kw[0] = cM
-    kw[1] = s
-    kw[2] = gh
+    kw[0] = c.cM
+    kw[1] = c.s
+    kw[2] = c.gh
 
     blk_a = np.zeros(2 * (3 * n * n + m * n) + 1)
     cdef double[::1] blk = blk_a
@@ -456,20 +517,19 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef int[::1] pw = piv_a
     cdef double* LUcur
     cdef int* pcur
-    cdef double* pjc
-    cdef double* PDc
+    cdef Traj tr = traj_of(Q, V, A, L, U)
     cdef symdae_args x
     x.p = &p[0]
 
     with nogil:
-        set_state(&x, t0, Q, V, A, L, U, 0)
+        set_state(&x, &tr, t0, 0)
         km.jacobians(&x, NULL, B0.JM)
         km.param_jacobians(&x, NULL, &pj0[0])
         _param_times_directions(&pj0[0], D, 2 * n + m, n_p, nd, PD0)
         _outputs_tangent(km, &x, &oj[0], D, dQ, dV, dA, dL, dS, 0, n, m, ns, n_p, nd, &xv[0])
         for i in range(N):
             # blocks at state i + 1
-            set_state(&x, t0 + (i + 1) * h, Q, V, A, L, U, i + 1)
+            set_state(&x, &tr, t0 + (i + 1) * h, i + 1)
             km.jacobians(&x, NULL, B1.JM)
             km.param_jacobians(&x, NULL, &pj1[0])
             _param_times_directions(&pj1[0], D, 2 * n + m, n_p, nd, PD1)
@@ -479,35 +539,35 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             else:
                 LUcur = &LUw[0]
                 pcur = &pw[0]
-                pivot = factor_at(km, &x, kw, &Kmat[0], LUcur, pcur, nm)
+                pivot = factor_into(km, &x, kw, &Kmat[0], LUcur, pcur, nm)
                 if pivot != 0:
                     status = SINGULAR
                     break
             for d in range(nd):
                 for k in range(n):
-                    qh[k] = dQ[i, d, k] + h * dV[i, d, k] + ca * dA[i, d, k]
-                    vh[k] = dV[i, d, k] + cv1 * dA[i, d, k]
+                    qh[k] = dQ[i, d, k] + h * dV[i, d, k] + c.ca * dA[i, d, k]
+                    vh[k] = dV[i, d, k] + c.cv1 * dA[i, d, k]
                 memset(&rhs[0], 0, nm * sizeof(double))
                 # dyn: (cM J_M + J_G)_{i+1} qh + G_V,{i+1} vh - ap (J_G,i dq_i + G_V,i dv_i
                 #      + C_q,i^T dlam_i) + (cM P_M + P_G)_{i+1} D - ap P_G,i D
-                gemv(B1.JM, n, n, &qh[0], &rhs[0], cM)
+                gemv(B1.JM, n, n, &qh[0], &rhs[0], c.cM)
                 gemv(B1.JG, n, n, &qh[0], &rhs[0], 1.0)
                 gemv(B1.GV, n, n, &vh[0], &rhs[0], 1.0)
-                gemv(B0.JG, n, n, &dQ[i, d, 0], &rhs[0], -ap)
-                gemv(B0.GV, n, n, &dV[i, d, 0], &rhs[0], -ap)
+                gemv(B0.JG, n, n, &dQ[i, d, 0], &rhs[0], -c.ap)
+                gemv(B0.GV, n, n, &dV[i, d, 0], &rhs[0], -c.ap)
                 if m > 0:
-                    gemv_t(B0.Cq, m, n, &dL[i, d, 0], &rhs[0], -ap)
-                    gemv(B1.Cq, m, n, &qh[0], &rhs[n], 1.0 / s)
+                    gemv_t(B0.Cq, m, n, &dL[i, d, 0], &rhs[0], -c.ap)
+                    gemv(B1.Cq, m, n, &qh[0], &rhs[n], 1.0 / c.s)
                 for k in range(n):
-                    rhs[k] += cM * PD1[k * nd + d] + PD1[(n + k) * nd + d] \
-                        - ap * PD0[(n + k) * nd + d]
+                    rhs[k] += c.cM * PD1[k * nd + d] + PD1[(n + k) * nd + d] \
+                        - c.ap * PD0[(n + k) * nd + d]
                 for k in range(m):
-                    rhs[n + k] += PD1[(2 * n + k) * nd + d] / s
+                    rhs[n + k] += PD1[(2 * n + k) * nd + d] / c.s
                 lu_solve(LUcur, pcur, &rhs[0], nm)
                 for k in range(n):
                     dA[i + 1, d, k] = -rhs[k]
-                    dQ[i + 1, d, k] = qh[k] - s * rhs[k]
-                    dV[i + 1, d, k] = vh[k] - gh * rhs[k]
+                    dQ[i + 1, d, k] = qh[k] - c.s * rhs[k]
+                    dV[i + 1, d, k] = vh[k] - c.gh * rhs[k]
                 for k in range(m):
                     dL[i + 1, d, k] = -rhs[n + k]
             _outputs_tangent(km, &x, &oj[0], D, dQ, dV, dA, dL, dS, i + 1, n, m, ns, n_p, nd,
@@ -524,15 +584,15 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
 cdef void _param_times_directions(const double* P, const double[:, ::1] D, int rows, int n_p,
                                   int nd, double* out) noexcept nogil:
     """out (rows x nd) = P (rows x n_p) D (n_p x nd)."""
-    cdef int r, c, d
+    cdef int r, col, d
     cdef double prc
     memset(out, 0, rows * nd * sizeof(double))
     for r in range(rows):
-        for c in range(n_p):
-            prc = P[r * n_p + c]
+        for col in range(n_p):
+            prc = P[r * n_p + col]
             if prc != 0.0:
                 for d in range(nd):
-                    out[r * nd + d] += prc * D[c, d]
+                    out[r * nd + d] += prc * D[col, d]
 
 
 cdef void _outputs_tangent(const symdae_model* km, symdae_args* x, double* oj,
@@ -541,7 +601,7 @@ cdef void _outputs_tangent(const symdae_model* km, symdae_args* x, double* oj,
                            Py_ssize_t i, int n, int m, int ns, int n_p, int nd,
                            double* xv) noexcept nogil:
     """dS[i, d] = ds/dx dx_i[d] + ds/dp D[:, d]."""
-    cdef int nx = 3 * n + m, d, r, c, k
+    cdef int nx = 3 * n + m, d, r, col, k
     cdef double acc
     cdef const double* Sp = oj + ns * nx
     if ns == 0:
@@ -556,11 +616,24 @@ cdef void _outputs_tangent(const symdae_model* km, symdae_args* x, double* oj,
             xv[3 * n + k] = dL[i, d, k]
         for r in range(ns):
             acc = 0.0
-            for c in range(nx):
-                acc += oj[r * nx + c] * xv[c]
-            for c in range(n_p):
-                acc += Sp[r * n_p + c] * D[c, d]
+            for col in range(nx):
+                acc += oj[r * nx + col] * xv[col]
+            for col in range(n_p):
+                acc += Sp[r * n_p + col] * D[col, d]
             dS[i, d, r] = acc
+
+
+# ---------------------------------------------------------------------------- adjoint
+
+cdef inline void output_source(const symdae_model* km, const symdae_args* x,
+                               const double* dphi, int ns, double* xb_and_grad) noexcept nogil:
+    """[xbar, pbar] += dphi^T [ds/dx, ds/dp], skipped when dphi = 0 (output_vjp writes both
+    parts contiguously, so in adjoint() the gradient accumulator follows xbar in memory)."""
+    cdef int r
+    for r in range(ns):
+        if dphi[r] != 0.0:
+            km.output_vjp(x, dphi, xb_and_grad)
+            return
 
 
 def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
@@ -568,137 +641,123 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, :, ::1] LU, int[:, ::1] PIV, const double[:, ::1] dPhi,
             double[::1] grad, double[::1] xbar0):
-    """Discrete adjoint sweep (paper eq. 9 and 11 for the scheme of forward()).
+    """Discrete adjoint sweep (paper eqs. 9 and 11) for the scheme of forward().
 
     dPhi (N+1, n_s) is the derivative of the cost with respect to every output sample.
     grad (n_p) receives the step contributions to dJ/dp (it is overwritten); xbar0 (3n + m)
     receives the adjoint of x_0 = (q0, v0, a0, lam0), which the Python layer carries through
     the consistent initialisation. Returns OK or SINGULAR.
+
+    With r the adjoint of step i -> i+1's residual (solve K_{i+1}^T mu = ybar, r = -mu):
+      qhat_bar = qbar_{i+1} + (c_m J_M + J_G)_{i+1}^T r_d + C_q,{i+1}^T r_c / s
+      vhat_bar = vbar_{i+1} + G_V,{i+1}^T r_d
+      xbar_i  += output source - ap (J_G,i^T r_d, G_V,i^T r_d, ., C_q,i r_d)
+                 + predictor adjoints (qhat_bar, h qhat_bar + vhat_bar, ca qhat_bar + cv1 vhat_bar)
+    and every product with a Jacobian block is a generated sparse kernel (state_vjp,
+    param_vjp, output_vjp).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
-    cdef int k, r
+    cdef int k
     cdef bint store = LU is not None
-    cdef double cM = 1.0 / (1.0 + alpha), ap = alpha / (1.0 + alpha)
-    cdef double beta = 0.25 * (1.0 - alpha) ** 2, gam = 0.5 - alpha
-    cdef double s = beta * h * h, gh = gam * h, ca = h * h * (0.5 - beta), cv1 = h * (1.0 - gam)
+    cdef Scheme c = scheme(h, alpha)
     cdef Py_ssize_t i
-    cdef int status = 0, pivot
+    cdef int status = OK, pivot
     cdef double kw[3]
-    kw[0] = cM
-    kw[1] = s
-    kw[2] = gh
+    kw[0] = c.cM
+    kw[1] = c.s
+    kw[2] = c.gh
 
-    blk_a = np.zeros(2 * (3 * n * n + m * n) + 1)
-    cdef double[::1] blk = blk_a
-    cdef Blocks B0 = blocks_at(&blk[0], n), B1 = blocks_at(&blk[3 * n * n + m * n], n), Bt
-    oj_a = np.zeros(ns * (nx + n_p) + 1)
-    Kmat_a = np.zeros(nm * nm + 1)
-    LUw_a = np.zeros(nm * nm + 1)
+    # xb (3n + m) followed by gacc (n_p): output_vjp accumulates into both in one call
+    work_a = np.zeros(nx + n_p + nm + n + 2 * (3 * n + m) + 2 * nm * nm + 8)
     piv_a = np.zeros(nm + 1, dtype=np.intc)
-    xb_a = np.zeros(nx + 1)       # adjoint of the current state (q, v, a, lam)
-    mu_a = np.zeros(nm + 1)
-    rd_next_a = np.zeros(n + 1)   # r_d of the step after the current one
-    wv_a = np.zeros(2 * n + m + 1)
-    qh_a = np.zeros(n + 1)
-    vh_a = np.zeros(n + 1)
-    cdef double[::1] oj = oj_a, Kmat = Kmat_a, LUw = LUw_a, xb = xb_a, mu = mu_a
-    cdef double[::1] rd_next = rd_next_a, wv = wv_a, qh = qh_a, vh = vh_a
+    cdef double[::1] work = work_a
     cdef int[::1] pw = piv_a
+    cdef double* xb = &work[0]
+    cdef double* gacc = xb + nx
+    cdef double* mu = gacc + n_p
+    cdef double* rd_next = mu + nm       # r_d of the step after the current one
+    cdef double* hat = rd_next + n       # [qhat_bar, vhat_bar, unused, scratch]: x-shaped
+    cdef double* wv = hat + 3 * n + m    # weights for the vjp kernels (3n + m)
+    cdef double* Kmat = wv + 3 * n + m
+    cdef double* LUw = Kmat + nm * nm
+    cdef double* qb = xb
+    cdef double* vb = xb + n
+    cdef double* ab = xb + 2 * n
+    cdef double* lb = xb + 3 * n
+    cdef double* qh = hat
+    cdef double* vh = hat + n
     cdef double* LUcur
     cdef int* pcur
-    cdef double* qb = &xb[0]
-    cdef double* vb = qb + n
-    cdef double* ab = vb + n
-    cdef double* lb = ab + n
+    cdef const double* dphi_b = &dPhi[0, 0] if ns > 0 else NULL
+    cdef Traj tr = traj_of(Q, V, A, L, U)
     cdef symdae_args x
     x.p = &p[0]
-    for k in range(n_p):
-        grad[k] = 0.0
 
     with nogil:
-        set_state(&x, t0 + N * h, Q, V, A, L, U, N)
-        km.jacobians(&x, NULL, B1.JM)
-        _output_source(km, &x, &oj[0], dPhi, N, ns, nx, n_p, &xb[0], &grad[0])
+        set_state(&x, &tr, t0 + N * h, N)
+        output_source(km, &x, at(<double*>dphi_b, N, ns), ns, xb)
         i = N - 1
         while i >= 0:
-            # ---- step i -> i+1; xb holds the complete adjoint of x_{i+1}; B1 = blocks(i+1)
+            # ---- step i -> i+1; xb holds the complete adjoint of x_{i+1}; x is at state i+1
             for k in range(n):
-                mu[k] = ab[k] + s * qb[k] + gh * vb[k]
+                mu[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
             for k in range(m):
                 mu[n + k] = lb[k]
             if store:
                 LUcur = &LU[i + 1, 0, 0]
                 pcur = &PIV[i + 1, 0]
             else:
-                LUcur = &LUw[0]
+                LUcur = LUw
                 pcur = &pw[0]
-                pivot = factor_at(km, &x, kw, &Kmat[0], LUcur, pcur, nm)
+                pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
                 if pivot != 0:
                     status = SINGULAR
                     break
-            lu_solve_t(LUcur, pcur, &mu[0], nm)
+            lu_solve_t(LUcur, pcur, mu, nm)
             for k in range(nm):
-                mu[k] = -mu[k]          # mu is now r_bar = (r_d, r_c)
-            # adjoints of the predictors qhat, vhat
+                mu[k] = -mu[k]          # mu is now r = (r_d, r_c)
+            # predictor adjoints: role of state i+1 as the new state of step i -> i+1
+            memcpy(qh, qb, n * sizeof(double))
+            memcpy(vh, vb, n * sizeof(double))
             for k in range(n):
-                qh[k] = qb[k]
-                vh[k] = vb[k]
-            gemv_t(B1.JM, n, n, &mu[0], &qh[0], cM)
-            gemv_t(B1.JG, n, n, &mu[0], &qh[0], 1.0)
-            gemv_t(B1.GV, n, n, &mu[0], &vh[0], 1.0)
-            if m > 0:
-                gemv_t(B1.Cq, m, n, &mu[n], &qh[0], 1.0 / s)
-            # parameter terms of state i+1 (it enters step i->i+1 and, via g_{i+1}, step i+1)
-            for k in range(n):
-                wv[k] = cM * mu[k]
-                wv[n + k] = mu[k] - ap * rd_next[k]
+                wv[k] = c.cM * mu[k]
+                wv[n + k] = mu[k]
+                wv[2 * n + m + k] = 0.0
             for k in range(m):
-                wv[2 * n + k] = mu[n + k] / s
+                wv[2 * n + k] = mu[n + k] / c.s
+            km.state_vjp(&x, wv, hat)
+            # parameters at state i+1: it enters step i -> i+1, and step i+1 -> i+2 via g_{i+1}
             if n_p > 0:
-                km.param_vjp(&x, &wv[0], &grad[0])
-            for k in range(n):
-                rd_next[k] = mu[k]
-            # ---- state i
-            set_state(&x, t0 + i * h, Q, V, A, L, U, i)
-            km.jacobians(&x, NULL, B0.JM)
-            memset(&xb[0], 0, nx * sizeof(double))
-            _output_source(km, &x, &oj[0], dPhi, i, ns, nx, n_p, &xb[0], &grad[0])
-            gemv_t(B0.JG, n, n, &mu[0], qb, -ap)
-            gemv_t(B0.GV, n, n, &mu[0], vb, -ap)
-            if m > 0:
-                gemv(B0.Cq, m, n, &mu[0], lb, -ap)
+                for k in range(n):
+                    wv[n + k] = mu[k] - c.ap * rd_next[k]
+                km.param_vjp(&x, wv, gacc)
+            memcpy(rd_next, mu, n * sizeof(double))
+            # ---- state i: output source, its role as the old state of step i -> i+1
+            set_state(&x, &tr, t0 + i * h, i)
+            memset(xb, 0, nx * sizeof(double))
+            output_source(km, &x, at(<double*>dphi_b, i, ns), ns, xb)
+            if c.ap != 0.0:
+                for k in range(n):
+                    wv[k] = 0.0
+                    wv[n + k] = -c.ap * mu[k]
+                    wv[2 * n + m + k] = -c.ap * mu[k]
+                for k in range(m):
+                    wv[2 * n + k] = 0.0
+                km.state_vjp(&x, wv, xb)
             for k in range(n):
                 qb[k] += qh[k]
                 vb[k] += h * qh[k] + vh[k]
-                ab[k] += ca * qh[k] + cv1 * vh[k]
-            Bt = B0
-            B0 = B1
-            B1 = Bt
+                ab[k] += c.ca * qh[k] + c.cv1 * vh[k]
             i -= 1
-        if status == 0 and N > 0 and n_p > 0:
-            # g_0 enters step 0->1 through -ap g_0; x is at state 0
-            memset(&wv[0], 0, (2 * n + m) * sizeof(double))
+        if status == OK and N > 0 and n_p > 0 and c.ap != 0.0:
+            # g_0 enters step 0 -> 1 through -ap g_0; x is at state 0
+            memset(wv, 0, (2 * n + m) * sizeof(double))
             for k in range(n):
-                wv[n + k] = -ap * rd_next[k]
-            km.param_vjp(&x, &wv[0], &grad[0])
+                wv[n + k] = -c.ap * rd_next[k]
+            km.param_vjp(&x, wv, gacc)
     for k in range(nx):
         xbar0[k] = xb[k]
+    for k in range(n_p):
+        grad[k] = gacc[k]
     return status
-
-
-cdef void _output_source(const symdae_model* km, symdae_args* x, double* oj,
-                         const double[:, ::1] dPhi, Py_ssize_t i, int ns, int nx, int n_p,
-                         double* xb, double* grad) noexcept nogil:
-    """xb += (ds/dx)^T dPhi_i, grad += (ds/dp)^T dPhi_i (skipped when dPhi_i = 0)."""
-    cdef int r
-    cdef bint any = False
-    for r in range(ns):
-        if dPhi[i, r] != 0.0:
-            any = True
-    if not any:
-        return
-    km.output_jacobians(x, NULL, oj)
-    gemv_t(oj, ns, nx, &dPhi[i, 0], xb, 1.0)
-    if n_p > 0:
-        gemv_t(oj + ns * nx, ns, n_p, &dPhi[i, 0], grad, 1.0)

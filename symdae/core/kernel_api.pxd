@@ -21,8 +21,10 @@ cdef extern from "symdae_kernels.h":
         symdae_kernel jacobians
         symdae_kernel param_jacobians
         symdae_kernel param_vjp
+        symdae_kernel state_vjp
         symdae_kernel outputs
         symdae_kernel output_jacobians
+        symdae_kernel output_vjp
         symdae_kernel initial_state
         symdae_kernel initial_state_jacobian
         symdae_kernel constraint_velocity

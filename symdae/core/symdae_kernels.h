@@ -17,8 +17,12 @@
  *  jacobians                out = [J_M (n x n), J_G (n x n), G_V (n x n), C_q (m x n)]
  *  param_jacobians          out = [P_M (n x n_p), P_G (n x n_p), P_C (m x n_p)]
  *  param_vjp          (+=)  w = (wM (n), wG (n), wC (m)); out (n_p) += wM P_M + wG P_G + wC P_C
+ *  state_vjp          (+=)  w = (wM (n), wG (n), wC (m), wL (n)); out = [qbar (n), vbar (n),
+ *                           unused (n), lbar (m)]: qbar += wM J_M + wG J_G + wC C_q,
+ *                           vbar += wG G_V, lbar += C_q wL
  *  outputs                  out = s (n_s)
  *  output_jacobians         out = [ds/d(q, v, a, lam) (n_s x (3n + m)), ds/dp (n_s x n_p)]
+ *  output_vjp         (+=)  w = dPhi (n_s); out = [xbar (3n + m), pbar (n_p)] += w ds/d(x, p)
  *  initial_state            out = [q0(p) (n), v0(p) (n)]
  *  initial_state_jacobian   out = [dq0/dp (n x n_p), dv0/dp (n x n_p)]
  *  constraint_velocity      out = cdot (m)
@@ -27,7 +31,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 1
+#define SYMDAE_ABI_VERSION 2
 
 typedef struct {
     double t;
@@ -44,8 +48,10 @@ typedef struct {
     symdae_kernel jacobians;
     symdae_kernel param_jacobians;
     symdae_kernel param_vjp;
+    symdae_kernel state_vjp;
     symdae_kernel outputs;
     symdae_kernel output_jacobians;
+    symdae_kernel output_vjp;
     symdae_kernel initial_state;
     symdae_kernel initial_state_jacobian;
     symdae_kernel constraint_velocity;

@@ -1,0 +1,160 @@
+"""Costs as functions of the output trajectory S (samples x outputs).
+
+Every cost returns its value J and dJ/dS, the derivative with respect to every output sample;
+the discrete adjoint takes dJ/dS as its source term, so any cost built on outputs gets an exact
+gradient (:func:`symdae.sensitivity.adjoint_gradient`).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .data import Measurement
+from .errors import DataError
+
+__all__ = ["Cost", "LeastSquares", "OutputIntegral", "CostSum", "quadrature_weights"]
+
+QUADRATURES = ("left", "trapezoid", "sum")
+
+
+def quadrature_weights(t: np.ndarray, rule="left") -> np.ndarray:
+    """Weights eta_i of sum_i eta_i f(t_i) ~ integral of f.
+
+    ``left``: eta_i = t_{i+1} - t_i, last sample 0 (the paper's eq. 4 with eta_i = h,
+    i = 0..N-1); ``trapezoid``: the trapezoidal rule; ``sum``: eta_i = 1; or an array.
+    """
+    t = np.asarray(t, dtype=float)
+    if not isinstance(rule, str):
+        eta = np.asarray(rule, dtype=float)
+        if eta.shape != t.shape:
+            raise ValueError(f"quadrature weights have shape {eta.shape}, expected {t.shape}")
+        return eta
+    if rule not in QUADRATURES:
+        raise ValueError(f"quadrature must be one of {QUADRATURES} or an array, got {rule!r}")
+    if rule == "sum":
+        return np.ones_like(t)
+    dt = np.diff(t)
+    if rule == "left":
+        return np.concatenate([dt, [0.0]])
+    eta = np.zeros_like(t)
+    eta[:-1] += dt / 2
+    eta[1:] += dt / 2
+    return eta
+
+
+class Cost:
+    """Base class: ``evaluate(system, traj) -> (J, dJ/dS)`` with dJ/dS of shape (N+1, n_s)."""
+
+    def evaluate(self, system, traj):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __add__(self, other: "Cost") -> "CostSum":
+        return CostSum([self, other])
+
+    @staticmethod
+    def _column(system, name: str) -> int:
+        names = system.model.output_names
+        if name not in names:
+            raise KeyError(f"the model has no output {name!r}; its outputs are {names}")
+        return names.index(name)
+
+
+class CostSum(Cost):
+    """The sum of several costs on the same trajectory."""
+
+    def __init__(self, costs):
+        self.costs = []
+        for c in costs:
+            self.costs.extend(c.costs if isinstance(c, CostSum) else [c])
+
+    def evaluate(self, system, traj):
+        J, dS = 0.0, np.zeros((len(traj.t), system.kernels.n_s))
+        for c in self.costs:
+            j, d = c.evaluate(system, traj)
+            J += j
+            dS += d
+        return J, dS
+
+
+class LeastSquares(Cost):
+    """Weighted least squares of eq. (4): J = 1/2 sum_i eta_i sum_k w_k (s_ik - sbar_ik)^2.
+
+    Parameters
+    ----------
+    data:
+        A :class:`Measurement` (own sample times; aligned with the grid, see ``align``) or
+        ``{output: array}`` with one value per grid time t0..t_end.
+    outputs:
+        Which model outputs to fit: a list (signals of the same name) or
+        ``{model output: data signal}``; default: every data signal that is a model output.
+    weights:
+        ``{output: w_k}``; default 1.
+    quadrature:
+        ``"left"`` (eta_i = h, i = 0..N-1, the paper's choice), ``"trapezoid"``, ``"sum"``.
+    align:
+        ``"auto"``, ``"match"`` (samples on grid points) or ``"interpolate"``.
+    """
+
+    def __init__(self, data, outputs=None, weights: Mapping | None = None,
+                 quadrature="left", align: str = "auto"):
+        self.data = data
+        if outputs is None:
+            names = list(data.values) if isinstance(data, Measurement) else list(data)
+            self.outputs = {n: n for n in names}
+        elif isinstance(outputs, Mapping):
+            self.outputs = dict(outputs)
+        else:
+            self.outputs = {n: n for n in outputs}
+        self.weights = dict(weights or {})
+        for name, w in self.weights.items():
+            if name not in self.outputs:
+                raise KeyError(f"weight given for {name!r}, which is not fitted "
+                               f"({list(self.outputs)})")
+            if not (np.isfinite(w) and w >= 0):
+                raise ValueError(f"weight of {name!r} must be finite and >= 0, got {w!r}")
+        self.quadrature = quadrature
+        self.align = align
+
+    def reference(self, traj, output: str):
+        """(grid indices, measured values there) for one fitted output."""
+        signal = self.outputs[output]
+        if isinstance(self.data, Measurement):
+            return self.data.align(traj.t, signal, self.align)
+        if signal not in self.data:
+            raise DataError(f"no data for {signal!r}; data has {list(self.data)}")
+        ref = np.asarray(self.data[signal], dtype=float)
+        if ref.shape != traj.t.shape:
+            raise DataError(f"data for {signal!r} has shape {ref.shape}, the simulation grid "
+                            f"{traj.t.shape}: give one value per time step or a Measurement")
+        bad = np.flatnonzero(~np.isfinite(ref))
+        if bad.size:
+            raise DataError(f"data for {signal!r} is NaN or infinite at sample {bad[0]}")
+        return np.arange(len(traj.t)), ref
+
+    def evaluate(self, system, traj):
+        dS = np.zeros((len(traj.t), system.kernels.n_s))
+        J = 0.0
+        for output in self.outputs:
+            col = self._column(system, output)
+            idx, ref = self.reference(traj, output)
+            eta = quadrature_weights(traj.t[idx], self.quadrature)
+            w = float(self.weights.get(output, 1.0))
+            r = traj.outputs[output][idx] - ref
+            J += 0.5 * w * float(np.dot(eta, r * r))
+            np.add.at(dS[:, col], idx, w * eta * r)
+        return J, dS
+
+
+class OutputIntegral(Cost):
+    """J = weight * integral of output dt, by the trapezoidal rule (or another quadrature)."""
+
+    def __init__(self, output: str, weight: float = 1.0, quadrature="trapezoid"):
+        self.output, self.weight, self.quadrature = output, float(weight), quadrature
+
+    def evaluate(self, system, traj):
+        col = self._column(system, self.output)
+        eta = self.weight * quadrature_weights(traj.t, self.quadrature)
+        dS = np.zeros((len(traj.t), system.kernels.n_s))
+        dS[:, col] = eta
+        return float(np.dot(eta, traj.outputs[self.output])), dS
