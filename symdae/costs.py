@@ -52,6 +52,12 @@ class Cost:
     def __add__(self, other: "Cost") -> "CostSum":
         return CostSum([self, other])
 
+    def __radd__(self, other):
+        # lets sum([cost1, cost2]) start from 0
+        if isinstance(other, (int, float)) and other == 0:
+            return self
+        return NotImplemented
+
     @staticmethod
     def _column(system, name: str) -> int:
         names = system.model.output_names

@@ -80,11 +80,15 @@ class Measurement:
         if not path.is_file():
             raise DataError(f"data file {str(path)!r} does not exist")
         with open(path, newline="") as fh:
-            rows = list(csv.reader(fh))
-        rows = [r for r in rows if r and not (len(r) == 1 and not r[0].strip())]
+            # keep each row's line number in the file for the error messages
+            rows = [(k, r) for k, r in enumerate(csv.reader(fh), start=1)
+                    if r and not (len(r) == 1 and not r[0].strip())]
         if len(rows) < 3:
             raise DataError(f"{path}: needs a header row and at least two data rows")
-        header = [h.strip() for h in rows[0]]
+        header = [h.strip() for h in rows[0][1]]
+        dup = sorted({h for h in header if header.count(h) > 1})
+        if dup:
+            raise DataError(f"{path}: column name(s) {dup} appear more than once in the header")
         if time_column not in header:
             raise DataError(f"{path}: no time column {time_column!r}; columns are {header}")
         wanted = [h for h in header if h != time_column] if columns is None else list(columns)
@@ -95,7 +99,7 @@ class Measurement:
         for name in [time_column] + wanted:
             j = header.index(name)
             col = []
-            for i, r in enumerate(rows[1:], start=2):
+            for i, r in rows[1:]:
                 if len(r) != len(header):
                     raise DataError(f"{path}, line {i}: {len(r)} fields, the header has "
                                     f"{len(header)}")

@@ -90,8 +90,8 @@ class IdentificationResult:
     experiment_costs: dict
 
     def relative_error(self, truth: Mapping) -> dict:
-        """|identified - truth| / |truth| per free parameter."""
-        return {k: abs(self.values[k] - truth[k]) / abs(truth[k]) for k in self.free}
+        """|identified - truth| / |truth| per free parameter (absolute error where truth = 0)."""
+        return {k: abs(self.values[k] - truth[k]) / (abs(truth[k]) or 1.0) for k in self.free}
 
     def to_dict(self) -> dict:
         return {
@@ -127,6 +127,9 @@ def _scales(free, start, scaling) -> np.ndarray:
     if scaling in (None, "none"):
         return np.ones(len(free))
     if isinstance(scaling, Mapping):
+        unknown = [k for k in scaling if k not in free]
+        if unknown:
+            raise KeyError(f"scales given for {unknown}, which are not free ({list(free)})")
         s = np.array([float(scaling.get(k, abs(start[k]) or 1.0)) for k in free])
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
             raise ValueError(f"scales must be positive and finite: {dict(zip(free, s))}")
@@ -174,15 +177,21 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
             raise KeyError(f"experiment {e.name!r}: model {e.system.model.name!r} has no "
                            f"parameter(s) {missing}; its parameters are {names}")
         cols.append([names.index(k) for k in free])
-    if start is None:
-        nominal = dict(zip(exps[0].system.model.parameter_names,
-                           exps[0].system.model.nominal_values))
-        start = {k: nominal[k] for k in free}
+    nominal = dict(zip(exps[0].system.model.parameter_names,
+                       exps[0].system.model.nominal_values))
+    start = {k: nominal[k] for k in free} if start is None else dict(start)
+    missing = [k for k in free if k not in start]
+    if missing:
+        raise KeyError(f"no start value for free parameter(s) {missing}")
     start = {k: float(start[k]) for k in free}
     scales = _scales(free, start, scaling)
     w0 = np.array([start[k] for k in free]) / scales
     if method not in DEFAULT_OPTIONS:
         raise ValueError(f"method must be one of {list(DEFAULT_OPTIONS)}, got {method!r}")
+    if bounds and method == "BFGS":
+        raise ValueError("BFGS does not take bounds; use L-BFGS-B or trust-constr")
+    names = [e.name for e in exps]
+    labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
 
     sb = None
     if bounds:
@@ -192,7 +201,16 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         sb = []
         for k, s in zip(free, scales):
             lo, hi = bounds.get(k, (None, None))
+            if (lo is not None and start[k] < lo) or (hi is not None and start[k] > hi):
+                raise ValueError(f"start value of {k} ({start[k]:g}) lies outside its bounds "
+                                 f"[{lo}, {hi}]")
             sb.append((None if lo is None else lo / s, None if hi is None else hi / s))
+
+    def feasible(w) -> bool:
+        if sb is None:
+            return True
+        return all((lo is None or x >= lo) and (hi is None or x <= hi)
+                   for x, (lo, hi) in zip(w, sb))
 
     counts = {"simulations": 0, "gradients": 0}
     cache: dict = {}
@@ -208,13 +226,13 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         p = physical(w)
         J, g = 0.0, np.zeros(len(free))
         try:
-            for e, c in zip(exps, cols):
+            for e, c, label in zip(exps, cols, labels):
                 j, grad, _ = e.evaluate(p, gradient=True)
                 counts["simulations"] += 1
                 counts["gradients"] += 1
                 J += j
                 g += grad[c]
-                per_exp[e.name] = j
+                per_exp[label] = j
         except SimulationError as exc:
             # a trial point the line search should back off from
             if progress:
@@ -255,24 +273,35 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     kwargs = {}
     if method == "trust-constr":
         kwargs["hess"] = optimize.BFGS()
-    if sb is not None and method == "BFGS":
-        raise ValueError("BFGS does not take bounds; use L-BFGS-B or trust-constr")
     res = optimize.minimize(objective, w0, jac=True, method=method, bounds=sb,
                             options=opts, callback=callback, **kwargs)
     w_best = res.x
     J_best, g_best = objective(w_best)
-    # the optimiser may end on a trial point; keep the best iterate seen
-    best = min(history, key=lambda e: e["cost"])
-    if best["cost"] < J_best:
+    # the optimiser may end on a trial point; keep the best feasible iterate seen
+    # (trust-constr does not keep its iterates inside the bounds)
+    candidates = [e for e in history if feasible(e["scaled"])]
+    best = min(candidates, key=lambda e: e["cost"]) if candidates else None
+    if best is not None and (best["cost"] < J_best or not feasible(w_best)):
         w_best = np.array(best["scaled"])
         J_best, g_best = objective(w_best)
     wall = time.perf_counter() - t_start
     values = physical(w_best)
+    message = str(res.message)
+    success = bool(res.success)
+    stalled = ("ABNORMAL" in message or "precision loss" in message.lower())
+    if stalled and method in ("L-BFGS-B", "BFGS"):
+        # with ftol = gtol = 0 this is the normal end: no step along the search direction
+        # lowers J any more. Call it converged when the gradient has also collapsed.
+        g_rel = float(np.max(np.abs(g_best)) / max(np.max(np.abs(g0)), 1e-300))
+        success = g_rel <= 1e-6
+        message = ("stopped because the line search could not lower the cost any further; "
+                   f"max|gradient| fell to {g_rel:.1e} of its start value "
+                   f"(scipy: {message.strip()})")
     return IdentificationResult(
         free=free, start=start, values=values, scales=dict(zip(free, scales.tolist())),
         start_cost=J0, cost=J_best, gradient=dict(zip(free, (g_best / scales).tolist())),
         history=history, n_iterations=int(getattr(res, "nit", len(history) - 1)),
         n_simulations=counts["simulations"], n_gradients=counts["gradients"], wall_time=wall,
-        success=bool(res.success), message=str(res.message), method=method,
+        success=success, message=message, method=method,
         experiment_costs=dict(per_exp),
     )
