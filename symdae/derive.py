@@ -146,8 +146,7 @@ def derive(model: Model) -> DerivedSystem:
     """Derive every expression the kernels need, exactly. Deterministic for a given model."""
     S = model.symbols
     n, m, n_p, n_u = model.n, model.m, len(S.p), len(S.u)
-    q, v, a, lam, p, t = sp.Matrix(S.q), sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), \
-        S.p, S.t
+    v, a, lam, p, t = sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), S.p, S.t
 
     forces = sp.Matrix([model.to_kernel(f) for f in model.forces])
     if model.lagrangian is not None:

@@ -64,17 +64,14 @@ def _check(system, traj):
         raise ValueError("this trajectory carries no sweep data; simulate it with this system")
     if traj.q.shape[1] != system.model.n or sw.p.shape[0] != system.kernels.n_p + 1:
         raise ValueError("the trajectory does not belong to this system")
-    x0 = sw.x0
-    if x0.projected:
-        zero_n, zero_m = np.zeros(system.model.n), np.zeros(system.model.m)
-        pj = system.kernels.evaluate("param_jacobians", sw.t0, x0.q, x0.v, zero_n, zero_m,
-                                     sw.p[:-1], sw.U[0])
-        n, m, n_p = system.model.n, system.model.m, system.kernels.n_p
-        if np.any(pj[2 * n * n_p:] != 0):
-            raise SimulationError(
-                "sensitivities through a projected initial state are not supported when the "
-                "constraints depend on parameters; give the initial state as initial_state "
-                "expressions in the parameters instead of project=True")
+    if sw.x0.projected:
+        # The projection makes (q0, v0) depend on p through the constraints and through the
+        # initial-state expressions; its exact derivative (which needs the Jacobians of
+        # C_q v + C_t) is not generated, and a gradient without it would be silently wrong.
+        raise SimulationError(
+            "sensitivities through a projected initial state (project=True) are not "
+            "supported: give a consistent initial state as initial_state expressions in the "
+            "parameters, or as consistent numeric q0/v0, and simulate without project=True")
     return sw
 
 
