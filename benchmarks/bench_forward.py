@@ -89,13 +89,13 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
     S = np.zeros((N + 1, k.n_s))
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
     counters = np.zeros(4, dtype=np.intp)
-    info = np.zeros(5)
+    info = np.array([0.0, 0.0, 0.0, 0.0, -1.0, 0.0])
     p_pad = np.concatenate([p, [0.0]])
     rtol, max_iter = float(_SIM_DEFAULTS["rtol"]), int(_SIM_DEFAULTS["max_iter"])
 
     def run():
         status = _hht.forward(k, t0, float(h), N, float(alpha), p_pad, U, Q, V, A, L, S,
-                              None, None, rtol, max_iter, counters, info)
+                              None, None, None, rtol, max_iter, counters, info)
         if status != _hht.STATUS["OK"]:
             raise RuntimeError(f"bare sweep failed with status {status}, info {info}")
 

@@ -4,6 +4,11 @@ Only makes a string: writing and compiling are in :mod:`symdae.build`. Every ker
 signature of ``symdae_kernel`` in ``symdae/core/symdae_kernels.h``; structural zeros are never
 written (the core zeroes each output buffer once), common subexpressions are shared within a
 chunk and very large kernels are split into chunks so the C compiler stays fast.
+
+Costly subexpressions that depend only on (t, p, u), such as an excitation A sin(w C^t t), are
+hoisted out of the kernels into ``time_terms`` (those the forward sweep needs) and
+``time_terms_sensitivity`` (those only the derivative kernels need). The core evaluates them
+once per time step into ``x.tau``; the Newton iterations of that step then reuse them.
 """
 from __future__ import annotations
 
@@ -19,18 +24,86 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 
-_ARRAYS = ("q", "v", "a", "lam", "p", "u")
+_ARRAYS = ("q", "v", "a", "lam", "p", "u", "tau")
 
 
-def _slots(ds: DerivedSystem) -> dict:
+def _slots(ds: DerivedSystem, n_tau: int) -> dict:
     S = ds.symbols
     slots = {S.t: "t"}
-    for arr in _ARRAYS:
+    for arr in _ARRAYS[:-1]:
         for i, s in enumerate(getattr(S, arr)):
             slots[s] = f"{arr}[{i}]"
     for i, s in enumerate(ds.w):
         slots[s] = f"w[{i}]"
+    for i in range(n_tau):
+        slots[sp.Symbol(f"tau[{i}]", real=True)] = f"tau[{i}]"
     return slots
+
+
+FORWARD_KERNELS = ("residual", "newton", "outputs")
+# kernels the emitter adds on top of derive.KERNEL_NAMES (the hoisted time terms)
+INTERNAL_KERNELS = ("time_terms", "time_terms_sensitivity")
+
+
+def _costly(e: sp.Expr) -> bool:
+    """Does evaluating e call a function or a non-integer power?"""
+    for node in sp.preorder_traversal(e):
+        if isinstance(node, sp.Function):
+            return True
+        if isinstance(node, sp.Pow) and not node.exp.is_Integer:
+            return True
+    return False
+
+
+class _Hoister:
+    """Replaces costly subexpressions in (t, p, u) only by symbols ``tau[k]``."""
+
+    def __init__(self, ds: DerivedSystem):
+        S = ds.symbols
+        self.tpu = frozenset((S.t,) + S.p + S.u)
+        self.terms: dict = {}      # expression -> tau symbol, in creation order
+        self._memo: dict = {}
+
+    def _slot(self, e):
+        if e not in self.terms:
+            self.terms[e] = sp.Symbol(f"tau[{len(self.terms)}]", real=True)
+        return self.terms[e]
+
+    def __call__(self, e):
+        if e.is_Atom:
+            return e
+        hit = self._memo.get(e)
+        if hit is not None:
+            return hit
+        if e.free_symbols <= self.tpu:
+            out = self._slot(e) if _costly(e) else e
+        elif isinstance(e, (sp.Add, sp.Mul)):
+            fixed = [a for a in e.args if a.free_symbols <= self.tpu]
+            rest = [self(a) for a in e.args if not a.free_symbols <= self.tpu]
+            part = e.func(*fixed) if fixed else None
+            if part is not None and _costly(part):
+                out = e.func(self._slot(part), *rest)
+            else:
+                out = e.func(*([self(a) for a in fixed] + rest))
+        else:
+            out = e.func(*[self(a) for a in e.args])
+        self._memo[e] = out
+        return out
+
+
+def hoist_time_terms(ds: DerivedSystem, table: dict):
+    """(table with time terms replaced, forward tau list, sensitivity tau list)."""
+    hoister = _Hoister(ds)
+    out = {}
+    order = list(FORWARD_KERNELS) + [k for k in table if k not in FORWARD_KERNELS]
+    n_forward = 0
+    for name in order:
+        exprs, accumulate = table[name]
+        out[name] = ([hoister(e) if e != 0 else e for e in exprs], accumulate)
+        if name == FORWARD_KERNELS[-1]:
+            n_forward = len(hoister.terms)
+    terms = list(hoister.terms)
+    return {k: out[k] for k in table}, terms[:n_forward], terms[n_forward:]
 
 
 def _chunks(entries: list, chunk_ops: int) -> list:
@@ -62,8 +135,12 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinte
     S = ds.symbols
     if S.t in used:
         lines.append("    cdef double t = x.t")
+    used_names = {s.name for s in used}
     for arr in _ARRAYS:
-        if used & set(getattr(S, arr)):
+        if arr == "tau":
+            if any(nm.startswith("tau[") for nm in used_names):
+                lines.append("    cdef const double* tau = x.tau")
+        elif used & set(getattr(S, arr)):
             lines.append(f"    cdef const double* {arr} = x.{arr}")
     tmp_slots = {}
     for k, (sym, _) in enumerate(repl):
@@ -88,8 +165,11 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinte
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 chunk_ops: int = DEFAULT_CHUNK_OPS) -> str:
     """Return the Cython source of the kernel module for ``ds`` (deterministic)."""
-    printer = CythonPrinter(_slots(ds))
-    table = kernel_table(ds)
+    table, tau_fwd, tau_sens = hoist_time_terms(ds, kernel_table(ds))
+    n_tau = len(tau_fwd) + len(tau_sens)
+    table["time_terms"] = (tau_fwd, False)
+    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False)
+    printer = CythonPrinter(_slots(ds, n_tau))
     sz = ds.sizes
     out = [
         "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
@@ -104,9 +184,10 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"GENERATOR_VERSION = {json.dumps(GENERATOR_VERSION)}",
         f"DEFINITION_HASH = {json.dumps(definition_hash)}",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
+        f"N_TIME_TERMS = {n_tau}",
         "",
     ]
-    for name in KERNEL_NAMES:
+    for name in KERNEL_NAMES + INTERNAL_KERNELS:
         exprs, accumulate = table[name]
         entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
         groups = _chunks(entries, chunk_ops) if entries else []
@@ -128,7 +209,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     ]
     for key in ("n", "m", "n_p", "n_u", "n_s"):
         out.append(f"_model.{key} = {sz[key]}")
-    for name in KERNEL_NAMES:
+    out.append(f"_model.n_tau = {n_tau}")
+    for name in KERNEL_NAMES + INTERNAL_KERNELS:
         out.append(f"_model.{name} = _k_{name}")
     out += [
         'kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)',

@@ -61,9 +61,9 @@ def _check_matrix(K0, model, t0):
     if not np.all(np.isfinite(K0)):
         raise SingularMatrixError(f"the initialisation matrix [[M, C_q^T], [C_q, 0]] has "
                                   f"non-finite entries at t = {t0}")
-    sv_u, sv, sv_vt = np.linalg.svd(K0)
+    sv = np.linalg.svd(K0, compute_uv=False)
     if sv[-1] <= nm * np.finfo(float).eps * sv[0]:
-        null = np.abs(sv_vt[-1])
+        null = np.abs(np.linalg.svd(K0)[2][-1])     # the vectors only for the message
         names = model.coordinate_names + [f"multiplier of constraint {k}"
                                           for k in range(model.m)]
         involved = [names[i] for i in np.argsort(-null) if null[i] > 0.1 * null.max()]
@@ -104,7 +104,8 @@ def initial_state(kernels, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     """
     n, m = model.n, model.m
     zero_n, zero_m = np.zeros(n), np.zeros(m)
-    qv = kernels.evaluate("initial_state", t0, zero_n, zero_n, zero_n, zero_m, p, u0)
+    qv = kernels.evaluate("initial_state", t0, zero_n, zero_n, zero_n, zero_m, p, u0) \
+        if q0 is None or v0 is None else None
     q = qv[:n].copy() if q0 is None else np.asarray(q0, dtype=float).copy()
     v = qv[n:].copy() if v0 is None else np.asarray(v0, dtype=float).copy()
     for name, x in (("q0", q), ("v0", v)):
@@ -115,8 +116,10 @@ def initial_state(kernels, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
             raise ModelError(f"{name} contains NaN or infinity: {x}")
     if m and project:
         q, v = _project(kernels, model, t0, q, v, p, u0, tol)
+    # at a = 0, lam = 0 the residual kernel gives [0, -Q, C]
+    res0 = kernels.evaluate("residual", t0, q, v, zero_n, zero_m, p, u0)
     if m:
-        C = kernels.evaluate("residual", t0, q, v, zero_n, zero_m, p, u0)[2 * n:]
+        C = res0[2 * n:]
         k = int(np.argmax(np.abs(C)))
         if not abs(C[k]) <= tol:
             raise InconsistentInitialStateError(
@@ -132,9 +135,11 @@ def initial_state(kernels, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     K0 = kernels.evaluate("newton", t0, q, v, zero_n, zero_m, p, u0,
                           w=np.array([1.0, 0.0, 0.0])).reshape(n + m, n + m)
     _check_matrix(K0, model, t0)
-    minus_g = -kernels.evaluate("residual", t0, q, v, zero_n, zero_m, p, u0)[n:2 * n]
-    gamma = kernels.evaluate("acceleration_constraint", t0, q, v, zero_n, zero_m, p, u0)[:m]
-    y = np.linalg.solve(K0, np.concatenate([minus_g, -gamma]))
+    rhs = -res0[n:]                                   # [Q, -C] ...
+    if m:                                             # ... with -gamma in the constraint rows
+        rhs[n:] = -kernels.evaluate("acceleration_constraint", t0, q, v, zero_n, zero_m, p,
+                                    u0)[:m]
+    y = np.linalg.solve(K0, rhs)
     return InitialState(q, v, y[:n], y[n:], q_from_model=q0 is None, v_from_model=v0 is None,
                         projected=bool(m and project))
 

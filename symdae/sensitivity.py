@@ -91,8 +91,8 @@ def tangent(system, traj, which) -> TangentResult:
     dq0, dv0, da0, dl0 = init_tangent(k, sw.x0, sw.p[:-1], sw.t0, sw.U[0], D)
     dQ[0], dV[0], dA[0], dL[0] = dq0.T, dv0.T, da0.T, dl0.T
     status = _hht.tangent(k, sw.t0, sw.h, N, sw.alpha, sw.p, sw.U, traj.q, traj.v, traj.a,
-                          traj.lam, sw.LU, sw.PIV, np.ascontiguousarray(D_pad), dQ, dV, dA, dL,
-                          dS)
+                          traj.lam, sw.LU, sw.PIV, sw.TAU, np.ascontiguousarray(D_pad), dQ, dV,
+                          dA, dL, dS)
     if status != 0:
         raise SimulationError("the Newton matrix became singular in the tangent sweep")
     tr = (0, 2, 1)
@@ -114,7 +114,7 @@ def adjoint_gradient(system, traj, dPhi: np.ndarray) -> np.ndarray:
     grad = np.zeros(k.n_p + 1)
     xbar0 = np.zeros(3 * k.n + k.m)
     status = _hht.adjoint(k, sw.t0, sw.h, sw.N, sw.alpha, sw.p, sw.U, traj.q, traj.v, traj.a,
-                          traj.lam, sw.LU, sw.PIV, dPhi, grad, xbar0)
+                          traj.lam, sw.LU, sw.PIV, sw.TAU, dPhi, grad, xbar0)
     if status != 0:
         raise SimulationError("the Newton matrix became singular in the adjoint sweep")
     return grad[:-1] + init_adjoint(k, sw.x0, sw.p[:-1], sw.t0, sw.U[0], xbar0)

@@ -28,6 +28,7 @@ class SweepData:
     U: np.ndarray          # (N+1, n_u)
     LU: np.ndarray | None  # (N+1, nm, nm) factorised Newton matrices at accepted states
     PIV: np.ndarray | None
+    TAU: np.ndarray | None  # (N+1, n_tau) the hoisted time terms at each state
     x0: InitialState
     t0: float
     h: float
@@ -167,15 +168,17 @@ class System:
         S = np.zeros((N + 1, k.n_s))
         Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
         if store_factorizations:
-            LU = np.zeros((N + 1, nm, nm))
-            PIV = np.zeros((N + 1, nm), dtype=np.intc)
+            # every entry is written by the sweep
+            LU = np.empty((N + 1, nm, nm))
+            PIV = np.empty((N + 1, nm), dtype=np.intc)
+            TAU = np.empty((N + 1, k.n_tau))
         else:
-            LU = PIV = None
+            LU = PIV = TAU = None
         counters = np.zeros(4, dtype=np.intp)
         info = np.array([0.0, 0.0, 0.0, 0.0, -1.0, 0.0])
         p_pad = np.concatenate([p, [0.0]])
         status = _hht.forward(k, float(t0), float(h), N, float(alpha), p_pad, U, Q, V, A, L, S,
-                              LU, PIV, float(rtol), int(max_iter), counters, info)
+                              LU, PIV, TAU, float(rtol), int(max_iter), counters, info)
         if status != _STATUS["OK"]:
             self._raise(status, info, N, h)
         wall = time.perf_counter() - t_start
@@ -187,7 +190,7 @@ class System:
                           jacobian_refreshes=int(counters[3])),
             params=dict(zip(model.parameter_names, p.tolist())), h=float(h),
             alpha=float(alpha), coordinate_names=model.coordinate_names, wall_time=wall,
-            _sweep=SweepData(p_pad, U, LU, PIV, x0, float(t0), float(h), N, float(alpha)),
+            _sweep=SweepData(p_pad, U, LU, PIV, TAU, x0, float(t0), float(h), N, float(alpha)),
         )
 
     def _raise(self, status: int, info: np.ndarray, N: int, h: float):

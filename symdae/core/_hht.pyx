@@ -62,7 +62,9 @@ cdef class Kernels:
 
     cdef const symdae_model* km
     cdef readonly object module
-    cdef readonly int n, m, n_p, n_u, n_s
+    cdef readonly int n, m, n_p, n_u, n_s, n_tau
+    cdef dict _sizes
+    cdef dict _wsizes
 
     def __cinit__(self, module):
         cap = getattr(module, "kernels", None)
@@ -74,12 +76,9 @@ cdef class Kernels:
                               f"core expects {SYMDAE_ABI_VERSION}: rebuild it")
         self.module = module
         self.n, self.m, self.n_p = self.km.n, self.km.m, self.km.n_p
-        self.n_u, self.n_s = self.km.n_u, self.km.n_s
-
-    def output_size(self, str name):
-        """Length of the flat output of kernel ``name``."""
+        self.n_u, self.n_s, self.n_tau = self.km.n_u, self.km.n_s, self.km.n_tau
         n, m, n_p, n_s = self.n, self.m, self.n_p, self.n_s
-        sizes = {
+        self._sizes = {
             "residual": 2 * n + m, "newton": (n + m) ** 2, "jacobians": 3 * n * n + m * n,
             "param_jacobians": (2 * n + m) * n_p, "param_vjp": n_p, "state_vjp": 3 * n + m,
             "outputs": n_s, "output_jacobians": n_s * (3 * n + m) + n_s * n_p,
@@ -87,17 +86,20 @@ cdef class Kernels:
             "initial_state_jacobian": 2 * n * n_p, "constraint_velocity": m,
             "acceleration_constraint": m + 2 * m * n + m * n_p,
         }
+        self._wsizes = {"newton": 3, "param_vjp": 2 * n + m, "state_vjp": 3 * n + m,
+                        "output_vjp": n_s}
+
+    def output_size(self, str name):
+        """Length of the flat output of kernel ``name``."""
         try:
-            return sizes[name]
+            return self._sizes[name]
         except KeyError:
             raise KeyError(f"unknown kernel {name!r}; kernels: {', '.join(KERNEL_NAMES)}") \
                 from None
 
     def weight_size(self, str name):
         """Length of the run-time coefficient vector ``w`` kernel ``name`` reads."""
-        n, m = self.n, self.m
-        return {"newton": 3, "param_vjp": 2 * n + m, "state_vjp": 3 * n + m,
-                "output_vjp": self.n_s}.get(name, 0)
+        return self._wsizes.get(name, 0)
 
     cdef symdae_kernel _get(self, str name) except NULL:
         cdef const symdae_model* k = self.km
@@ -115,20 +117,18 @@ cdef class Kernels:
         Accumulating kernels (param_vjp, state_vjp, output_vjp) start from zero.
         """
         cdef symdae_kernel fn = self._get(name)
-        size = self.output_size(name)
-        arrays = []
-        for label, arr, k in (("q", q, self.n), ("v", v, self.n), ("a", a, self.n),
-                              ("lam", lam, self.m), ("p", p, self.n_p), ("u", u, self.n_u),
-                              ("w", w if w is not None else np.zeros(0),
-                               self.weight_size(name))):
-            vec = np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)
-            if vec.shape[0] != k:
-                raise ValueError(f"{name}: {label} has {vec.shape[0]} entries, expected {k}")
-            arrays.append(np.concatenate([vec, [0.0]]))  # never a zero-length buffer
-        cdef double[::1] bq = arrays[0], bv = arrays[1], ba = arrays[2], bl = arrays[3]
-        cdef double[::1] bp = arrays[4], bu = arrays[5], bw = arrays[6]
+        cdef Py_ssize_t size = self.output_size(name)
+        cdef double[::1] bq = _vector(q, self.n, "q", name)
+        cdef double[::1] bv = _vector(v, self.n, "v", name)
+        cdef double[::1] ba = _vector(a, self.n, "a", name)
+        cdef double[::1] bl = _vector(lam, self.m, "lam", name)
+        cdef double[::1] bp = _vector(p, self.n_p, "p", name)
+        cdef double[::1] bu = _vector(u, self.n_u, "u", name)
+        cdef double[::1] bw = _vector(w if w is not None else (), self.weight_size(name), "w",
+                                      name)
         out = np.zeros(size + 1)
         cdef double[::1] bo = out
+        cdef double[::1] btau = np.zeros(self.n_tau + 1)
         cdef symdae_args x
         x.t = t
         x.q = &bq[0]
@@ -137,9 +137,19 @@ cdef class Kernels:
         x.lam = &bl[0]
         x.p = &bp[0]
         x.u = &bu[0]
+        x.tau = &btau[0]
         with nogil:
+            at_time(self.km, &x, True)
             fn(&x, &bw[0], &bo[0])
         return out[:size]
+
+
+cdef object _vector(object arr, Py_ssize_t k, str label, str name):
+    """arr as a contiguous float64 vector of length k (a 1-element dummy when k = 0)."""
+    vec = np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)
+    if vec.shape[0] != k:
+        raise ValueError(f"{name}: {label} has {vec.shape[0]} entries, expected {k}")
+    return vec if k > 0 else np.zeros(1)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -198,12 +208,37 @@ cdef inline Traj traj_of(double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A,
 
 
 cdef inline void set_state(symdae_args* x, const Traj* tr, double t, Py_ssize_t i) noexcept nogil:
+    # (x.tau is not touched: call at_time() when t or u change)
     x.t = t
     x.q = tr.q + i * tr.n
     x.v = tr.v + i * tr.n
     x.a = tr.a + i * tr.n
     x.lam = at(tr.lam, i, tr.m)
     x.u = NULL if tr.u == NULL else tr.u + i * tr.n_u
+
+
+cdef inline void time_terms_at(const symdae_model* km, symdae_args* x, double[:, ::1] TAU,
+                               Py_ssize_t i, double* buf) noexcept nogil:
+    """Point x.tau at state i's stored time terms, or evaluate them into buf."""
+    if TAU is not None and TAU.shape[1] > 0:
+        x.tau = &TAU[i, 0]
+    else:
+        x.tau = buf
+        at_time(km, x, True)
+
+
+cdef inline void at_time(const symdae_model* km, symdae_args* x, bint sensitivity) noexcept nogil:
+    """Evaluate the hoisted (t, p, u)-only terms into x.tau (for x.t, x.p, x.u)."""
+    km.time_terms(x, NULL, <double*>x.tau)
+    if sensitivity:
+        km.time_terms_sensitivity(x, NULL, <double*>x.tau)
+
+
+cdef inline void store_tau(const symdae_model* km, symdae_args* x, double* row,
+                           int n_tau) noexcept nogil:
+    """Copy this time's forward time terms to row, and add the sensitivity terms there."""
+    memcpy(row, x.tau, n_tau * sizeof(double))
+    km.time_terms_sensitivity(x, NULL, row)
 
 
 cdef inline void residual_noise(const double* K, const double* q, const double* v,
@@ -245,13 +280,15 @@ cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
-            double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV,
+            double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             double rtol, int max_iter, Py_ssize_t[::1] counters, double[::1] info):
     """HHT forward sweep from the consistent state in row 0 of Q, V, A, L.
 
     Fills rows 1..N of Q, V, A, L and rows 0..N of the outputs S. If LU is not None, LU[i] and
-    PIV[i] receive the factorised Newton matrix at the accepted state i (for the sensitivity
-    sweeps). counters <- (steps, Newton iterations, factorisations, Jacobian refreshes).
+    PIV[i] receive the factorised Newton matrix at the accepted state i and TAU[i] (N+1, n_tau)
+    all hoisted time terms there, for the sensitivity sweeps (which then evaluate no time
+    term). The Newton path is the same either way, so J and J + gradient see the same
+    trajectory. counters <- (steps, Newton iterations, factorisations, Jacobian refreshes).
     Returns OK, or NEWTON_FAILED / SINGULAR / NOT_FINITE with info = (time, step, iterations,
     residual max-norm, pivot index or -1, first residual max-norm of the step).
     """
@@ -264,7 +301,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef int status = OK, pivot
     cdef bint at_noise
 
-    work_a = np.zeros(2 * n + m + 4 * n + 7 * nm + 3 * nm * nm + 8)
+    work_a = np.zeros(2 * n + m + 4 * n + 7 * nm + 3 * nm * nm + K.n_tau + 8)
     piv_a = np.zeros(2 * nm + 2, dtype=np.intc)
     cdef double[::1] work = work_a
     cdef int[::1] pivw = piv_a
@@ -282,6 +319,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* Kmat = vh + nm
     cdef double* LUw = Kmat + nm * nm    # factorisation when not stored
     cdef double* LUr = LUw + nm * nm     # refreshed factorisation
+    cdef double* tau = LUr + nm * nm     # hoisted (t, p, u) terms of the current time
     cdef int* pw = &pivw[0]
     cdef int* pr = pw + nm + 1
     cdef double kw[3]
@@ -302,10 +340,14 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* lp_prev
     cdef symdae_args x
     x.p = &p[0]
+    x.tau = tau
 
     with nogil:
         # ---- state 0: g_0, outputs, Newton matrix for the first step
         set_state(&x, &tr, t0, 0)
+        at_time(km, &x, False)
+        if store and K.n_tau > 0:
+            store_tau(km, &x, &TAU[0, 0], K.n_tau)
         km.residual(&x, NULL, res)
         memcpy(gprev, res + n, n * sizeof(double))
         km.outputs(&x, NULL, Sb)
@@ -342,6 +384,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             x.a = y
             x.lam = y + n if m > 0 else NULL
             x.u = NULL if tr.u == NULL else tr.u + (i + 1) * tr.n_u
+            at_time(km, &x, False)      # once per step: the Newton iterations share it
             norm_prev = INFINITY
             status = NEWTON_FAILED
             r_first = -1.0
@@ -430,6 +473,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             memcpy(gprev, res + n, n * sizeof(double))
             set_state(&x, &tr, t1, i)
             km.outputs(&x, NULL, at(Sb, i, ns))
+            if store and K.n_tau > 0:
+                store_tau(km, &x, &TAU[i, 0], K.n_tau)
             LUcur = lu_b + i * nm * nm if store else LUw
             pcur = piv_b + i * nm if store else pw
             pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
@@ -471,14 +516,15 @@ cdef inline Blocks blocks_at(double* buf, int n) noexcept nogil:
 def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
-            double[:, :, ::1] LU, int[:, ::1] PIV, const double[:, ::1] D,
+            double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU, const double[:, ::1] D,
             double[:, :, ::1] dQ, double[:, :, ::1] dV, double[:, :, ::1] dA,
             double[:, :, ::1] dL, double[:, :, ::1] dS):
     """Tangent-linear (forward sensitivity) sweep of the same discrete scheme.
 
     D (n_p x nd) holds the parameter directions. dQ, dV, dA, dL, dS are (N+1, nd, size),
-    direction-major; row 0 of dQ, dV, dA, dL must hold the initial sensitivities. Uses LU/PIV
-    from forward() when given, else refactorises K at each accepted state.
+    direction-major; row 0 of dQ, dV, dA, dL must hold the initial sensitivities. Uses LU, PIV
+    and TAU from forward() when given, else refactorises K and re-evaluates the time terms at
+    each accepted state.
     Returns OK or SINGULAR.
     """
     cdef const symdae_model* km = K.km
@@ -508,6 +554,8 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     qh_a = np.zeros(n + 1)
     vh_a = np.zeros(n + 1)
     xv_a = np.zeros(nx + 1)
+    tau_a = np.zeros(K.n_tau + 1)
+    cdef double[::1] tauv = tau_a
     cdef double[::1] pj0 = pj0_a, pj1 = pj1_a, oj = oj_a, Kmat = Kmat_a, LUw = LUw_a
     cdef double[::1] rhs = rhs_a, qh = qh_a, vh = vh_a, xv = xv_a
     cdef double[::1] PD0v = PD0_a, PD1v = PD1_a
@@ -520,9 +568,11 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef Traj tr = traj_of(Q, V, A, L, U)
     cdef symdae_args x
     x.p = &p[0]
+    x.tau = &tauv[0]
 
     with nogil:
         set_state(&x, &tr, t0, 0)
+        time_terms_at(km, &x, TAU, 0, &tauv[0])
         km.jacobians(&x, NULL, B0.JM)
         km.param_jacobians(&x, NULL, &pj0[0])
         _param_times_directions(&pj0[0], D, 2 * n + m, n_p, nd, PD0)
@@ -530,6 +580,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
         for i in range(N):
             # blocks at state i + 1
             set_state(&x, &tr, t0 + (i + 1) * h, i + 1)
+            time_terms_at(km, &x, TAU, i + 1, &tauv[0])
             km.jacobians(&x, NULL, B1.JM)
             km.param_jacobians(&x, NULL, &pj1[0])
             _param_times_directions(&pj1[0], D, 2 * n + m, n_p, nd, PD1)
@@ -639,8 +690,8 @@ cdef inline void output_source(const symdae_model* km, const symdae_args* x,
 def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
-            double[:, :, ::1] LU, int[:, ::1] PIV, const double[:, ::1] dPhi,
-            double[::1] grad, double[::1] xbar0):
+            double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+            const double[:, ::1] dPhi, double[::1] grad, double[::1] xbar0):
     """Discrete adjoint sweep (paper eqs. 9 and 11) for the scheme of forward().
 
     dPhi (N+1, n_s) is the derivative of the cost with respect to every output sample.
@@ -669,7 +720,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     kw[2] = c.gh
 
     # xb (3n + m) followed by gacc (n_p): output_vjp accumulates into both in one call
-    work_a = np.zeros(nx + n_p + nm + n + 2 * (3 * n + m) + 2 * nm * nm + 8)
+    work_a = np.zeros(nx + n_p + nm + n + 2 * (3 * n + m) + 2 * nm * nm + K.n_tau + 8)
     piv_a = np.zeros(nm + 1, dtype=np.intc)
     cdef double[::1] work = work_a
     cdef int[::1] pw = piv_a
@@ -681,6 +732,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* wv = hat + 3 * n + m    # weights for the vjp kernels (3n + m)
     cdef double* Kmat = wv + 3 * n + m
     cdef double* LUw = Kmat + nm * nm
+    cdef double* tau = LUw + nm * nm
     cdef double* qb = xb
     cdef double* vb = xb + n
     cdef double* ab = xb + 2 * n
@@ -693,9 +745,11 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef Traj tr = traj_of(Q, V, A, L, U)
     cdef symdae_args x
     x.p = &p[0]
+    x.tau = tau
 
     with nogil:
         set_state(&x, &tr, t0 + N * h, N)
+        time_terms_at(km, &x, TAU, N, tau)
         output_source(km, &x, at(<double*>dphi_b, N, ns), ns, xb)
         i = N - 1
         while i >= 0:
@@ -735,6 +789,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             memcpy(rd_next, mu, n * sizeof(double))
             # ---- state i: output source, its role as the old state of step i -> i+1
             set_state(&x, &tr, t0 + i * h, i)
+            time_terms_at(km, &x, TAU, i, tau)
             memset(xb, 0, nx * sizeof(double))
             output_source(km, &x, at(<double*>dphi_b, i, ns), ns, xb)
             if c.ap != 0.0:

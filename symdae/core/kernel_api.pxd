@@ -10,12 +10,13 @@ cdef extern from "symdae_kernels.h":
         const double* lam
         const double* p
         const double* u
+        const double* tau
 
     ctypedef void (*symdae_kernel)(const symdae_args* x, const double* w, double* out) noexcept nogil
 
     ctypedef struct symdae_model:
         int abi_version
-        int n, m, n_p, n_u, n_s
+        int n, m, n_p, n_u, n_s, n_tau
         symdae_kernel residual
         symdae_kernel newton
         symdae_kernel jacobians
@@ -29,3 +30,5 @@ cdef extern from "symdae_kernels.h":
         symdae_kernel initial_state_jacobian
         symdae_kernel constraint_velocity
         symdae_kernel acceleration_constraint
+        symdae_kernel time_terms
+        symdae_kernel time_terms_sensitivity

@@ -27,22 +27,27 @@
  *  initial_state_jacobian   out = [dq0/dp (n x n_p), dv0/dp (n x n_p)]
  *  constraint_velocity      out = cdot (m)
  *  acceleration_constraint  out = [gamma (m), dRc/dq (m x n), dgamma/dv (m x n), dRc/dp (m x n_p)]
+ *  time_terms               out = tau[0 .. n_tau_forward): costly subexpressions in (t, p, u) only
+ *  time_terms_sensitivity   out = tau[n_tau_forward .. n_tau), those only derivative kernels use
+ *
+ * Every other kernel reads x->tau, so before calling kernels at a new (t, u) the caller runs
+ * time_terms (and, for derivative kernels, time_terms_sensitivity) into the tau buffer.
  */
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 2
+#define SYMDAE_ABI_VERSION 3
 
 typedef struct {
     double t;
-    const double *q, *v, *a, *lam, *p, *u;
+    const double *q, *v, *a, *lam, *p, *u, *tau;
 } symdae_args;
 
 typedef void (*symdae_kernel)(const symdae_args *x, const double *w, double *out);
 
 typedef struct {
     int abi_version;
-    int n, m, n_p, n_u, n_s;
+    int n, m, n_p, n_u, n_s, n_tau;
     symdae_kernel residual;
     symdae_kernel newton;
     symdae_kernel jacobians;
@@ -56,6 +61,8 @@ typedef struct {
     symdae_kernel initial_state_jacobian;
     symdae_kernel constraint_velocity;
     symdae_kernel acceleration_constraint;
+    symdae_kernel time_terms;
+    symdae_kernel time_terms_sensitivity;
 } symdae_model;
 
 #endif
