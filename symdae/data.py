@@ -124,7 +124,8 @@ class Measurement:
     def align(self, t_grid: np.ndarray, name: str, mode: str = "auto"):
         """Put signal ``name`` on a simulation grid.
 
-        Returns (indices into the grid, values there).
+        Returns (indices into the grid, values there); the indices are ``slice(None)`` when
+        every grid time has a sample (no fancy indexing on the hot path of a cost).
 
         * ``match``: every sample time must be a grid time (within 1e-9 h); the cost then
           uses only those grid points, with the sample spacing as quadrature step.
@@ -152,6 +153,8 @@ class Measurement:
                 k = int(np.flatnonzero(out)[0])
                 raise DataError(f"{self.source}: sample time {self.t[k]:g} of {name!r} lies "
                                 f"outside the simulated span [{t_grid[0]:g}, {t_grid[-1]:g}]")
+            if len(idx) == len(t_grid) and idx[0] == 0:
+                return slice(None), x.copy()      # one sample per grid time, in order
             return idx, x.copy()
         lo, hi = t_grid[0], t_grid[-1]
         tol = 1e-9 * h
@@ -159,4 +162,4 @@ class Measurement:
             raise DataError(f"{self.source}: the simulated span [{lo:g}, {hi:g}] is not inside "
                             f"the sampled span [{self.t[0]:g}, {self.t[-1]:g}] of {name!r}; "
                             "shorten t_end or supply longer data")
-        return np.arange(len(t_grid)), np.interp(t_grid, self.t, x)
+        return slice(None), np.interp(t_grid, self.t, x)

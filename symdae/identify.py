@@ -27,7 +27,7 @@ __all__ = ["Experiment", "IdentificationResult", "identify", "DEFAULT_OPTIONS"]
 # stops long before the cost reaches round-off, so symdae switches it off and stops on the
 # projected gradient or when the line search can make no further progress.
 DEFAULT_OPTIONS = {
-    "L-BFGS-B": {"ftol": 0.0, "gtol": 0.0, "maxcor": 20},
+    "L-BFGS-B": {"ftol": 0.0, "gtol": 0.0},
     "BFGS": {"gtol": 0.0},
     "trust-constr": {"gtol": 1e-300, "xtol": 1e-15},
 }
