@@ -33,9 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
+from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae.core import _hht
@@ -155,15 +155,6 @@ def bench_model(name, t_end, h, alpha, zero_start, *, runs, warm_runs, fresh_run
 
 
 # ------------------------------------------------------------------ report
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def med(x):
     return statistics.median(x)

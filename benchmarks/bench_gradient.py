@@ -17,12 +17,11 @@ virtual machine single runs vary by tens of percent.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 
 import numpy as np
+from _common import machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae.costs import LeastSquares
@@ -116,8 +115,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions")
     args = ap.parse_args()
     reps = args.reps or (7 if args.quick else 25)
-    print(f"machine : {platform.processor() or platform.machine()}, nproc {os.cpu_count()}, "
-          f"load avg {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(machine_line())
     print(f"software: Python {sys.version.split()[0]}, NumPy {np.__version__}, "
           f"symdae {symdae.__version__}; {reps} interleaved repetitions, median (min)\n")
 

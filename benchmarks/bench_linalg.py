@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SIZES = (3, 5, 8, 12, 16, 24, 40)
@@ -284,15 +285,6 @@ def crossover(rows, key_own: str, key_other: str) -> str:
         text += "; lead changes between " + ", ".join(f"{a} and {b}" for a, b in switches)
     return text
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def lapack_name() -> str:

@@ -4,23 +4,31 @@ tangent-linear and discrete-adjoint sweeps -> parameter identification.
 Stages (each a function returning data):
     Model -> derive() -> DerivedSystem -> emit_cython() -> source text
           -> build.write_source() / build.compile_module() / build.load_module() -> System
-``Model.compile()`` chains them through the content-hashed cache.
+``Model.compile()`` chains them through the content-hashed cache. On top: exact gradients
+(``adjoint_gradient``, ``tangent``), costs on outputs, measured data and ``identify``.
 """
 from ._version import __version__
 from .build import compile_model, default_cache_dir
 from .derive import DerivedSystem, derive
 from .emit import emit_cython
-from .errors import (BuildError, DataError, InconsistentInitialStateError, ModelError,
-                     NewtonError, SimulationError, SingularMatrixError, SymdaeError,
-                     UndeclaredSymbolError)
+from .errors import (BuildError, DataError, InconsistentInitialStateError, InputError,
+                     ModelError, NewtonError, SimulationError, SingularMatrixError, SymdaeError,
+                     UndeclaredSymbolError, UnknownNameError)
+from .costs import Cost, CostSum, LeastSquares, OutputIntegral
+from .data import Measurement
+from .identify import Experiment, IdentificationResult, identify
 from .model import Model
 from .modelfiles import bundled_models, load_model
+from .sensitivity import TangentResult, adjoint_gradient, tangent
 from .system import System
 from .trajectory import Trajectory
 
 __all__ = [
     "__version__", "Model", "derive", "DerivedSystem", "emit_cython", "compile_model",
     "default_cache_dir", "System", "Trajectory", "load_model", "bundled_models",
+    "adjoint_gradient", "tangent", "TangentResult", "Cost", "CostSum", "LeastSquares",
+    "OutputIntegral", "Measurement", "Experiment", "identify", "IdentificationResult",
     "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError", "SimulationError",
     "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",
+    "InputError", "UnknownNameError",
 ]

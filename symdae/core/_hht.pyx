@@ -166,8 +166,9 @@ cdef inline double* at(double* base, Py_ssize_t i, int width) noexcept nogil:
 
 
 cdef struct Scheme:
-    # HHT coefficients for one (h, alpha)
+    # HHT coefficients for one (h, alpha); kw = (cM, s, gh) are the newton kernel's weights
     double h, cM, ap, s, gh, ca, cv1
+    double kw[3]
 
 
 cdef inline Scheme scheme(double h, double alpha) noexcept nogil:
@@ -180,6 +181,9 @@ cdef inline Scheme scheme(double h, double alpha) noexcept nogil:
     c.gh = gam * h
     c.ca = h * h * (0.5 - beta)
     c.cv1 = h * (1.0 - gam)
+    c.kw[0] = c.cM
+    c.kw[1] = c.s
+    c.kw[2] = c.gh
     return c
 
 
@@ -322,10 +326,6 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* tau = LUr + nm * nm     # hoisted (t, p, u) terms of the current time
     cdef int* pw = &pivw[0]
     cdef int* pr = pw + nm + 1
-    cdef double kw[3]
-    kw[0] = c.cM
-    kw[1] = c.s
-    kw[2] = c.gh
     cdef Traj tr = traj_of(Q, V, A, L, U)
     cdef double* Sb = base2(S)
     cdef double* lu_b = &LU[0, 0, 0] if store else NULL
@@ -353,7 +353,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
         km.outputs(&x, NULL, Sb)
         LUcur = lu_b if store else LUw
         pcur = piv_b if store else pw
-        pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
+        pivot = factor_into(km, &x, c.kw, Kmat, LUcur, pcur, nm)
         facts += 1
         if pivot != 0:
             info[0] = t0
@@ -440,7 +440,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 # simplified Newton contracts linearly (rate theta); when it cannot reach the
                 # tolerance within 3 more iterations, refresh K here (full Newton from now on)
                 if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
-                    pivot = factor_into(km, &x, kw, Kmat, LUr, pr, nm)
+                    pivot = factor_into(km, &x, c.kw, Kmat, LUr, pr, nm)
                     facts += 1
                     refreshes += 1
                     if pivot != 0:
@@ -477,7 +477,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 store_tau(km, &x, &TAU[i, 0], K.n_tau)
             LUcur = lu_b + i * nm * nm if store else LUw
             pcur = piv_b + i * nm if store else pw
-            pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
+            pivot = factor_into(km, &x, c.kw, Kmat, LUcur, pcur, nm)
             facts += 1
             if pivot != 0:
                 status = NOT_FINITE if pivot < 0 else SINGULAR
@@ -534,10 +534,6 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef Scheme c = scheme(h, alpha)
     cdef Py_ssize_t i
     cdef int status = OK, pivot
-    cdef double kw[3]
-    kw[0] = c.cM
-    kw[1] = c.s
-    kw[2] = c.gh
 
     blk_a = np.zeros(2 * (3 * n * n + m * n) + 1)
     cdef double[::1] blk = blk_a
@@ -590,7 +586,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             else:
                 LUcur = &LUw[0]
                 pcur = &pw[0]
-                pivot = factor_into(km, &x, kw, &Kmat[0], LUcur, pcur, nm)
+                pivot = factor_into(km, &x, c.kw, &Kmat[0], LUcur, pcur, nm)
                 if pivot != 0:
                     status = SINGULAR
                     break
@@ -714,10 +710,6 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef Scheme c = scheme(h, alpha)
     cdef Py_ssize_t i
     cdef int status = OK, pivot
-    cdef double kw[3]
-    kw[0] = c.cM
-    kw[1] = c.s
-    kw[2] = c.gh
 
     # xb (3n + m) followed by gacc (n_p): output_vjp accumulates into both in one call
     work_a = np.zeros(nx + n_p + nm + n + 2 * (3 * n + m) + 2 * nm * nm + K.n_tau + 8)
@@ -764,7 +756,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             else:
                 LUcur = LUw
                 pcur = &pw[0]
-                pivot = factor_into(km, &x, kw, Kmat, LUcur, pcur, nm)
+                pivot = factor_into(km, &x, c.kw, Kmat, LUcur, pcur, nm)
                 if pivot != 0:
                     status = SINGULAR
                     break
