@@ -4,7 +4,7 @@
 
 This module knows no model. It reaches a model only through the kernel table of
 symdae_kernels.h (a ``symdae_model`` behind a PyCapsule). The Python layer
-(symdae/simulate.py, symdae/sensitivity.py) validates every shape and type before calling in,
+(symdae/system.py, symdae/sensitivity.py) validates every shape and type before calling in,
 so the nogil loops trust their inputs.
 
 Discrete scheme (paper eq. 15), x_i = (q_i, v_i, a_i, lam_i), s = beta h^2:
@@ -16,9 +16,12 @@ Discrete scheme (paper eq. 15), x_i = (q_i, v_i, a_i, lam_i), s = beta h^2:
 
 Newton on y = (a_{i+1}, lam_{i+1}) with the matrix K of eq. (16). K is evaluated and
 factorised once per step, at the accepted state; that factorisation is (1) the iteration matrix
-of the next step's Newton iterations (simplified Newton; refreshed at the current iterate when
-the contraction rate exceeds 1/2) and (2), stored, exactly the matrix the tangent-linear and
-adjoint sweeps need. So J and J + gradient run the identical forward path.
+of the next step's Newton iterations (simplified Newton, started from (a, lam) extrapolated
+linearly; K is refreshed at the current iterate when the measured contraction rate theta
+cannot reach the tolerance within three more iterations, norm * theta^3 > 1, or the correction
+grows) and (2), stored, exactly the matrix the tangent-linear and adjoint sweeps need. So J and
+J + gradient run the identical forward path. Costly (t, p, u)-only terms are evaluated once
+per step (time_terms) and shared by the iterations.
 
 Newton stops at the first iterate y that passes either test:
  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
