@@ -24,19 +24,24 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 
-_ARRAYS = ("q", "v", "a", "lam", "p", "u", "tau")
+_ARRAYS = ("q", "v", "a", "lam", "p", "u")
 
 
-def _slots(ds: DerivedSystem, n_tau: int) -> dict:
+def _arrays(ds: DerivedSystem, tau: tuple) -> dict:
+    """Kernel argument arrays (the fields of symdae_args) -> their symbols, in slot order."""
     S = ds.symbols
-    slots = {S.t: "t"}
-    for arr in _ARRAYS[:-1]:
-        for i, s in enumerate(getattr(S, arr)):
+    arrays = {arr: tuple(getattr(S, arr)) for arr in _ARRAYS}
+    arrays["tau"] = tuple(tau)
+    return arrays
+
+
+def _slots(ds: DerivedSystem, arrays: dict) -> dict:
+    slots = {ds.symbols.t: "t"}
+    for arr, syms in arrays.items():
+        for i, s in enumerate(syms):
             slots[s] = f"{arr}[{i}]"
     for i, s in enumerate(ds.w):
         slots[s] = f"w[{i}]"
-    for i in range(n_tau):
-        slots[sp.Symbol(f"tau[{i}]", real=True)] = f"tau[{i}]"
     return slots
 
 
@@ -92,7 +97,8 @@ class _Hoister:
 
 
 def hoist_time_terms(ds: DerivedSystem, table: dict):
-    """(table with time terms replaced, forward tau list, sensitivity tau list)."""
+    """(table with time terms replaced, tau symbols, forward tau expressions, sensitivity tau
+    expressions); tau[k] stands for the k-th expression of forward + sensitivity."""
     hoister = _Hoister(ds)
     out = {}
     order = list(FORWARD_KERNELS) + [k for k in table if k not in FORWARD_KERNELS]
@@ -103,7 +109,8 @@ def hoist_time_terms(ds: DerivedSystem, table: dict):
         if name == FORWARD_KERNELS[-1]:
             n_forward = len(hoister.terms)
     terms = list(hoister.terms)
-    return {k: out[k] for k in table}, terms[:n_forward], terms[n_forward:]
+    symbols = tuple(hoister.terms.values())
+    return {k: out[k] for k in table}, symbols, terms[:n_forward], terms[n_forward:]
 
 
 def _chunks(entries: list, chunk_ops: int) -> list:
@@ -122,7 +129,7 @@ def _chunks(entries: list, chunk_ops: int) -> list:
 
 
 def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinter,
-              ds: DerivedSystem) -> list:
+              ds: DerivedSystem, arrays: dict) -> list:
     """Lines of one cdef function writing the given entries of ``out``."""
     lines = [f"cdef void {fname}(const symdae_args* x, const double* w, double* out) "
              "noexcept nogil:"]
@@ -135,12 +142,8 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinte
     S = ds.symbols
     if S.t in used:
         lines.append("    cdef double t = x.t")
-    used_names = {s.name for s in used}
-    for arr in _ARRAYS:
-        if arr == "tau":
-            if any(nm.startswith("tau[") for nm in used_names):
-                lines.append("    cdef const double* tau = x.tau")
-        elif used & set(getattr(S, arr)):
+    for arr, syms in arrays.items():
+        if used & set(syms):
             lines.append(f"    cdef const double* {arr} = x.{arr}")
     tmp_slots = {}
     for k, (sym, _) in enumerate(repl):
@@ -165,11 +168,12 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinte
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 chunk_ops: int = DEFAULT_CHUNK_OPS) -> str:
     """Return the Cython source of the kernel module for ``ds`` (deterministic)."""
-    table, tau_fwd, tau_sens = hoist_time_terms(ds, kernel_table(ds))
-    n_tau = len(tau_fwd) + len(tau_sens)
+    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, kernel_table(ds))
+    n_tau = len(tau)
     table["time_terms"] = (tau_fwd, False)
     table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False)
-    printer = CythonPrinter(_slots(ds, n_tau))
+    arrays = _arrays(ds, tau)
+    printer = CythonPrinter(_slots(ds, arrays))
     sz = ds.sizes
     out = [
         "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
@@ -194,10 +198,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         out.append(f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero,"
                    f" {len(groups)} chunk(s)")
         if len(groups) <= 1:
-            out += _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer, ds)
+            out += _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer, ds,
+                             arrays)
         else:
             for c, grp in enumerate(groups):
-                out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds)
+                out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays)
                 out.append("")
             out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, "
                        "double* out) noexcept nogil:")

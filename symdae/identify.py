@@ -212,7 +212,7 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         return all((lo is None or x >= lo) and (hi is None or x <= hi)
                    for x, (lo, hi) in zip(w, sb))
 
-    counts = {"simulations": 0, "gradients": 0}
+    evaluations = [0]          # each is one simulation + one adjoint gradient per experiment
     cache: dict = {}
     per_exp: dict = {}
 
@@ -228,8 +228,7 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         try:
             for e, c, label in zip(exps, cols, labels):
                 j, grad, _ = e.evaluate(p, gradient=True)
-                counts["simulations"] += 1
-                counts["gradients"] += 1
+                evaluations[0] += 1
                 J += j
                 g += grad[c]
                 per_exp[label] = j
@@ -301,7 +300,7 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         free=free, start=start, values=values, scales=dict(zip(free, scales.tolist())),
         start_cost=J0, cost=J_best, gradient=dict(zip(free, (g_best / scales).tolist())),
         history=history, n_iterations=int(getattr(res, "nit", len(history) - 1)),
-        n_simulations=counts["simulations"], n_gradients=counts["gradients"], wall_time=wall,
+        n_simulations=evaluations[0], n_gradients=evaluations[0], wall_time=wall,
         success=success, message=message, method=method,
         experiment_costs=dict(per_exp),
     )
