@@ -26,7 +26,7 @@ from _common import machine_line  # benchmarks/_common.py (the script folder is 
 import symdae
 from symdae.costs import LeastSquares
 from symdae.data import Measurement
-from symdae.identify import Experiment, identify
+from symdae import Experiment, Scenario, identify
 from symdae.sensitivity import adjoint_gradient, tangent
 
 TARGETS = {"jg_ms": 8.0, "ratio": 1.4, "ratio_40_4": 1.3, "identify_s": 1.0}
@@ -53,22 +53,22 @@ def engine_mount(reps: int) -> dict:
     model, ns = symdae.load_model("engine_mount")
     system = model.compile()
     T, h, alpha = 1.0, 1e-4, -0.1
-    data = Measurement.from_trajectory(system.simulate(T, h, alpha), ["a1"])
+    data = Measurement.from_trajectory(system.simulate(t_end=T, h=h, alpha=alpha), ["a1"])
     cost = LeastSquares(data, ["a1"])
     start = ns["START"]
     free = ns["FREE"]
     idx = [model.parameter_names.index(k) for k in free]
 
     def J(params=start):
-        return cost.evaluate(system, system.simulate(T, h, alpha, params=params))[0]
+        return cost.evaluate(system, system.simulate(t_end=T, h=h, alpha=alpha, params=params))[0]
 
     def JG():
-        tr = system.simulate(T, h, alpha, params=start, store_factorizations=True)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start, store_factorizations=True)
         j, dS = cost.evaluate(system, tr)
         return j, adjoint_gradient(system, tr, dS)[idx]
 
     def TLM():
-        tr = system.simulate(T, h, alpha, params=start, store_factorizations=True)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start, store_factorizations=True)
         j, dS = cost.evaluate(system, tr)
         return np.einsum("is,isd->d", dS, tangent(system, tr, free).ds)
 
@@ -94,14 +94,14 @@ def chain(reps: int, T: float) -> dict:
     out = {}
     for k in (2, 20):   # 2 or 20 parametrised elements: 4 or 40 element parameters
         system = make_chain(20, k).compile()
-        ref = system.simulate(T, 1e-4, -0.1)
+        ref = system.simulate(t_end=T, h=1e-4, alpha=-0.1)
         cost = LeastSquares({"x_end": ref.outputs["x_end"] * 1.01})
 
         def J(system=system, cost=cost):
-            return cost.evaluate(system, system.simulate(T, 1e-4, -0.1))[0]
+            return cost.evaluate(system, system.simulate(t_end=T, h=1e-4, alpha=-0.1))[0]
 
         def JG(system=system, cost=cost):
-            tr = system.simulate(T, 1e-4, -0.1, store_factorizations=True)
+            tr = system.simulate(t_end=T, h=1e-4, alpha=-0.1, store_factorizations=True)
             return adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
         t = interleaved({"J": J, "J+grad": JG}, reps)
@@ -154,8 +154,8 @@ def main() -> None:
 
     model, ns = symdae.load_model("engine_mount")
     system = model.compile()
-    data = Measurement.from_trajectory(system.simulate(1.0, 1e-4, -0.1), ["a1"])
-    exp = Experiment(system, LeastSquares(data, ["a1"]), t_end=1.0, h=1e-4, alpha=-0.1)
+    data = Measurement.from_trajectory(system.simulate(t_end=1.0, h=1e-4, alpha=-0.1), ["a1"])
+    exp = Experiment(system, LeastSquares(data, ["a1"]), Scenario(t_end=1.0, h=1e-4, alpha=-0.1))
     walls = []
     for _ in range(1 if args.quick else 3):
         res = identify(exp, ns["FREE"], ns["START"], progress=False)

@@ -43,4 +43,4 @@ model = symdae.Model(
 START = {"cE1": 7.38e4, "cE2": 4.0e9, "dE": 0.5, "dH2": 1.2}
 FREE = list(START)
 OUTPUTS = ["a1"]
-SCENARIO = {"t_end": 1.0, "h": 1e-4, "alpha": -0.1}
+SCENARIO = symdae.Scenario(t_end=1.0, h=1e-4, alpha=-0.1)

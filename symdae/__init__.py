@@ -9,14 +9,16 @@ Stages (each a function returning data):
 """
 from ._version import __version__
 from .build import compile_model, default_cache_dir
-from .derive import DerivedSystem, derive
+from .derivation import DerivedSystem, derive
 from .emit import emit_cython
 from .errors import (BuildError, DataError, InconsistentInitialStateError, InputError,
                      ModelError, NewtonError, SimulationError, SingularMatrixError, SymdaeError,
                      UndeclaredSymbolError, UnknownNameError)
 from .costs import Cost, CostSum, LeastSquares, OutputIntegral
 from .data import Measurement
-from .identify import Experiment, IdentificationResult, identify
+from .experiment import Evaluation, Experiment, evaluate_many
+from .identification import IdentificationResult, identify
+from .scenario import Scenario
 from .model import Model
 from .modelfiles import bundled_models, load_model
 from .sensitivity import TangentResult, adjoint_gradient, tangent
@@ -27,7 +29,8 @@ __all__ = [
     "__version__", "Model", "derive", "DerivedSystem", "emit_cython", "compile_model",
     "default_cache_dir", "System", "Trajectory", "load_model", "bundled_models",
     "adjoint_gradient", "tangent", "TangentResult", "Cost", "CostSum", "LeastSquares",
-    "OutputIntegral", "Measurement", "Experiment", "identify", "IdentificationResult",
+    "OutputIntegral", "Measurement", "Scenario", "Experiment", "Evaluation", "evaluate_many",
+    "identify", "IdentificationResult",
     "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError", "SimulationError",
     "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",
     "InputError", "UnknownNameError",

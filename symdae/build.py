@@ -156,7 +156,7 @@ def _meta(model, key: str, timings: dict) -> dict:
 
 def compile_model(model, cache_dir=None, *, verbose: bool = False):
     """Derive + emit + build ``model``, or load it from the cache. Returns a System."""
-    from .derive import derive
+    from .derivation import derive
     from .emit import emit_cython
     from .system import System
 

@@ -2,8 +2,8 @@
 
 A model is a bundled model's name (``symdae models`` lists them) or the path of a Python file
 that defines ``model``. The file may also define ``START`` and ``FREE`` (start values and free
-parameters for identification), ``OUTPUTS`` (outputs to fit) and ``SCENARIO`` (default
-``t_end``, ``h``, ``alpha``); command-line options override them.
+parameters for identification), ``OUTPUTS`` (outputs to fit) and ``SCENARIO`` (a
+:class:`symdae.Scenario`, or a dict of its fields); command-line options override them.
 """
 from __future__ import annotations
 
@@ -113,14 +113,16 @@ def _load(args):
     from .modelfiles import load_model
 
     model, ns = load_model(args.model)
-    scen = dict(ns.get("SCENARIO", {}))
-    t_end = args.t_end if args.t_end is not None else scen.get("t_end", 1.0)
-    h = args.h if args.h is not None else scen.get("h", 1e-3)
-    alpha = args.alpha if args.alpha is not None else scen.get("alpha", -0.1)
+    from .scenario import Scenario
+
+    given = {k: v for k, v in (("t_end", args.t_end), ("h", args.h), ("alpha", args.alpha))
+             if v is not None}
+    base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
+    scenario = Scenario.make(base, **given)
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"
     out.mkdir(parents=True, exist_ok=True)
     system = model.compile(cache_dir=args.cache_dir)
-    return model, ns, system, float(t_end), float(h), float(alpha), out
+    return model, ns, system, scenario, out
 
 
 def _cmd_models(args) -> int:
@@ -136,8 +138,8 @@ def _cmd_models(args) -> int:
 def _cmd_simulate(args) -> int:
     from .plot import plot_outputs
 
-    model, ns, system, t_end, h, alpha, out = _load(args)
-    traj = system.simulate(t_end, h, alpha, params=dict(args.param))
+    model, ns, system, scenario, out = _load(args)
+    traj = system.simulate(scenario, params=dict(args.param))
     csv_path = traj.to_csv(out / "trajectory.csv")
     summary = traj.summary()
     (out / "summary.txt").write_text(summary + "\n")
@@ -151,10 +153,11 @@ def _cmd_simulate(args) -> int:
 def _cmd_identify(args) -> int:
     from .costs import LeastSquares
     from .data import Measurement
-    from .identify import Experiment, identify
+    from .experiment import Experiment
+    from .identification import identify
     from .plot import plot_convergence, plot_fit
 
-    model, ns, system, t_end, h, alpha, out = _load(args)
+    model, ns, system, scenario, out = _load(args)
     fixed = dict(args.param)
     free = args.free or list(ns.get("FREE", []))
     if not free:
@@ -175,24 +178,24 @@ def _cmd_identify(args) -> int:
         data_info = {"source": str(args.data), "synthetic": False}
     else:
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or model.output_names
-        data_h = args.data_h or h
         truth = {k: nominal[k] for k in free}
-        true_run = system.simulate(t_end, data_h, alpha, params=fixed)
+        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h), params=fixed)
         data = Measurement.from_trajectory(true_run, outputs)
         data.to_csv(out / "data.csv")
-        data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": data_h,
+        data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": true_run.h,
                      "true_values": truth}
     cost = LeastSquares(data, outputs, quadrature=args.quadrature)
-    exp = Experiment(system, cost, t_end=t_end, h=h, alpha=alpha, params=fixed,
-                     name=model.name)
+    exp = Experiment(system, cost, scenario, params=fixed, name=model.name)
     print(f"identifying {free} of {model.name} from {data_info['source']} "
-          f"(outputs {outputs}, h = {h:g}, t_end = {t_end:g}, alpha = {alpha:g})",
+          f"(outputs {outputs}, h = {scenario.h:g}, t_end = {scenario.t_end:g}, "
+          f"alpha = {scenario.alpha:g})",
           file=sys.stderr)
     result = identify(exp, free, start, bounds=dict(args.bound) or None, method=args.method,
                       max_iterations=args.max_iterations, progress=not args.quiet)
 
-    report = {"model": model.name, "scenario": {"t_end": t_end, "h": h, "alpha": alpha,
-                                                 "fixed_parameters": fixed},
+    report = {"model": model.name,
+              "scenario": {"t_end": scenario.t_end, "h": scenario.h, "alpha": scenario.alpha,
+                           "t0": scenario.t0, "fixed_parameters": fixed},
               "data": data_info, "outputs": outputs, "result": result.to_dict()}
     if truth is not None:
         report["relative_error"] = result.relative_error(truth)

@@ -17,7 +17,7 @@ import json
 import sympy as sp
 
 from ._version import ABI_VERSION, GENERATOR_VERSION
-from .derive import KERNEL_NAMES, DerivedSystem, kernel_table
+from .derivation import KERNEL_NAMES, DerivedSystem, kernel_table
 from .printer import LIBC_MATH, CythonPrinter
 
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS"]

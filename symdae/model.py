@@ -2,7 +2,7 @@
 
 A :class:`Model` only checks and stores what the user wrote. It maps the user's objects (dynamic
 symbols, their derivatives, parameter symbols, inputs, multipliers) onto internal symbols that
-name kernel arguments (``q[0]``, ``p[3]``, ...); :mod:`symdae.derive` works on those.
+name kernel arguments (``q[0]``, ``p[3]``, ...); :mod:`symdae.derivation` works on those.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import sympy as sp
 
-from .derive import KERNEL_NAMES, DerivedSystem, kernel_table
+from .derivation import KERNEL_NAMES, DerivedSystem, kernel_table
 
 __all__ = ["LambdifiedKernels", "lambdify_flat"]
 

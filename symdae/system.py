@@ -12,11 +12,10 @@ from .core import _hht
 from .errors import (InputError, ModelError, NewtonError, SimulationError, SingularMatrixError,
                      UnknownNameError)
 from .initial import InitialState, initial_state
+from .scenario import Scenario
 from .trajectory import Trajectory
 
-__all__ = ["System", "SweepData", "DEFAULT_ALPHA"]
-
-DEFAULT_ALPHA = -0.1
+__all__ = ["System", "SweepData"]
 _STATUS = _hht.STATUS
 
 
@@ -36,19 +35,19 @@ class SweepData:
     alpha: float
 
 
-def _time_grid(t0: float, t_end: float, h: float) -> int:
-    for name, x in (("h", h), ("t_end", t_end), ("t0", t0)):
-        if not isinstance(x, (int, float, np.floating, np.integer)) or not math.isfinite(x):
-            raise InputError(f"{name} must be a finite number, got {x!r}")
-    if not h > 0:
-        raise InputError(f"time step h must be positive, got {h!r}")
-    span = t_end - t0
-    if not span > 0:
-        raise InputError(f"t_end ({t_end}) must be greater than t0 ({t0})")
-    N = int(round(span / h))
-    if N < 1 or abs(N * h - span) > 1e-9 * max(abs(span), abs(h)):
-        raise InputError(f"t_end - t0 = {span!r} is not a whole multiple of h = {h!r}")
-    return N
+def _call_on_grid(f, t: np.ndarray, name: str) -> np.ndarray:
+    """f on the whole grid; a scalar function (math.sin) is called sample by sample."""
+    try:
+        x = np.asarray(f(t), dtype=float)
+    except TypeError:
+        x = None
+    if x is None or x.shape != t.shape:
+        try:
+            x = np.array([float(f(float(ti))) for ti in t])
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"input {name!r}: the callable accepts neither the time grid "
+                             f"(an array) nor a single time: {exc}") from None
+    return x
 
 
 class System:
@@ -103,7 +102,7 @@ class System:
                 raise InputError(f"no values for input {name!r}: pass inputs={{{name!r}: "
                                  "array on the time grid, callable f(t) or constant}")
             val = given[name]
-            x = np.asarray(val(t) if callable(val) else val, dtype=float)
+            x = np.asarray(_call_on_grid(val, t, name) if callable(val) else val, dtype=float)
             x = np.broadcast_to(x, t.shape) if x.ndim == 0 else x
             if x.shape != t.shape:
                 raise InputError(f"input {name!r} has shape {x.shape}, expected {t.shape} "
@@ -116,32 +115,19 @@ class System:
         return U
 
     # ------------------------------------------------------------------ forward
-    def simulate(self, t_end: float, h: float, alpha: float = DEFAULT_ALPHA,
-                 params: Mapping | None = None, inputs: Mapping | None = None,
-                 q0=None, v0=None, t0: float = 0.0, *, rtol: float = 1e-12,
-                 max_iter: int = 20, init_tol: float = 1e-9, project: bool = False,
-                 store_factorizations: bool = False) -> Trajectory:
+    def simulate(self, scenario: Scenario | Mapping | None = None, *,
+                 params: Mapping | None = None, store_factorizations: bool = False,
+                 **fields) -> Trajectory:
         """Integrate with the HHT scheme of the discrete-adjoint paper, eq. (15).
 
         Parameters
         ----------
-        t_end, h, t0:
-            Time span [t0, t_end] and fixed step h; t_end - t0 must be a multiple of h.
-        alpha:
-            HHT parameter in [-1/3, 0]; beta = (1-alpha)^2/4, gamma = (1-2 alpha)/2.
-            0 is the trapezoidal rule, more negative damps high frequencies more.
+        scenario:
+            A :class:`Scenario` (time grid, alpha, inputs, initial state, Newton options);
+            its fields may also be given, or overridden, as keywords:
+            ``simulate(t_end=1.0, h=1e-4, alpha=-0.1)``.
         params:
             {name: value} overriding the nominal values. Never triggers a recompile.
-        inputs:
-            {input name: values on the grid (N+1,), callable f(t) or constant}.
-        q0, v0:
-            Initial positions and velocities (default: the model's initial_state). They must
-            satisfy C = 0 and C_q v + C_t = 0 to ``init_tol`` unless ``project`` is set, which
-            projects them onto the constraints (minimum-norm correction).
-        rtol:
-            Relative Newton tolerance on (a, lam); a round-off floor is added automatically.
-        max_iter:
-            Newton iterations per step before a NewtonError.
         store_factorizations:
             Keep the factorised Newton matrix of every step for tangent/adjoint sweeps.
 
@@ -149,19 +135,19 @@ class System:
         NewtonError or SimulationError with the time step and residual.
         """
         t_start = time.perf_counter()
-        if not (-1.0 / 3.0 - 1e-12 <= alpha <= 0.0):
-            raise InputError(f"alpha must lie in [-1/3, 0], got {alpha!r}")
-        if not (0 < rtol < 1):
-            raise InputError(f"rtol must lie in (0, 1), got {rtol!r}")
-        if int(max_iter) < 1:
-            raise InputError(f"max_iter must be >= 1, got {max_iter!r}")
-        N = _time_grid(t0, t_end, h)
+        sc = Scenario.make(scenario, **fields)
         model, k = self.model, self.kernels
         n, m, nm = model.n, model.m, model.n + model.m
-        t = t0 + h * np.arange(N + 1)
+        N, t0, h, alpha = sc.n_steps, sc.t0, sc.h, sc.alpha
+        sc.check_memory(8 * (3 * n + m + k.n_s + k.n_u + 1))
+        if store_factorizations:
+            sc.check_memory(8 * (nm * nm + k.n_tau) + 4 * nm + 8 * (3 * n + m + k.n_s),
+                            "the trajectory and the stored factorisations")
+        t = sc.times
         p = self.parameter_vector(params)
-        U = self.input_array(inputs, t)
-        x0 = initial_state(k, model, p, t0, U[0], q0, v0, tol=init_tol, project=project)
+        U = self.input_array(sc.inputs, t)
+        x0 = initial_state(k, model, p, t0, U[0], sc.q0, sc.v0, tol=sc.init_tol,
+                           project=sc.project)
 
         Q, V, A = np.empty((N + 1, n)), np.empty((N + 1, n)), np.empty((N + 1, n))
         L = np.empty((N + 1, m))
@@ -177,8 +163,8 @@ class System:
         counters = np.zeros(4, dtype=np.intp)
         info = np.array([0.0, 0.0, 0.0, 0.0, -1.0, 0.0])
         p_pad = np.concatenate([p, [0.0]])
-        status = _hht.forward(k, float(t0), float(h), N, float(alpha), p_pad, U, Q, V, A, L, S,
-                              LU, PIV, TAU, float(rtol), int(max_iter), counters, info)
+        status = _hht.forward(k, t0, h, N, alpha, p_pad, U, Q, V, A, L, S,
+                              LU, PIV, TAU, sc.rtol, sc.max_iter, counters, info)
         if status != _STATUS["OK"]:
             self._raise(status, info, N, h)
         wall = time.perf_counter() - t_start
@@ -188,9 +174,9 @@ class System:
             counters=dict(steps=int(counters[0]), newton_iterations=int(counters[1]),
                           factorizations=int(counters[2]),
                           jacobian_refreshes=int(counters[3])),
-            params=dict(zip(model.parameter_names, p.tolist())), h=float(h),
-            alpha=float(alpha), coordinate_names=model.coordinate_names, wall_time=wall,
-            _sweep=SweepData(p_pad, U, LU, PIV, TAU, x0, float(t0), float(h), N, float(alpha)),
+            params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
+            coordinate_names=model.coordinate_names, wall_time=wall,
+            _sweep=SweepData(p_pad, U, LU, PIV, TAU, x0, t0, h, N, alpha),
         )
 
     def _raise(self, status: int, info: np.ndarray, N: int, h: float):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import UnknownNameError
+
 __all__ = ["Trajectory"]
 
 
@@ -19,7 +21,8 @@ class Trajectory:
     t : (N+1,)            q, v, a : (N+1, n)         lam : (N+1, m)
     outputs : {name: (N+1,)}
     counters : steps, newton_iterations, factorizations, jacobian_refreshes
-    params : {name: value} used for this run; h, alpha, t0.
+    params : {name: value} used for this run
+    scenario : the :class:`~symdae.scenario.Scenario` it ran (h, alpha, t0, ...)
     """
 
     t: np.ndarray
@@ -30,11 +33,18 @@ class Trajectory:
     outputs: dict
     counters: dict
     params: dict
-    h: float
-    alpha: float
+    scenario: object
     coordinate_names: list
     wall_time: float = 0.0
     _sweep: object = field(default=None, repr=False)  # data the sensitivity sweeps reuse
+
+    @property
+    def h(self) -> float:
+        return self.scenario.h
+
+    @property
+    def alpha(self) -> float:
+        return self.scenario.alpha
 
     @property
     def S(self) -> np.ndarray:
@@ -48,8 +58,8 @@ class Trajectory:
         try:
             k = self.coordinate_names.index(name)
         except ValueError:
-            raise KeyError(f"no coordinate {name!r}; coordinates: {self.coordinate_names}") \
-                from None
+            raise UnknownNameError(f"no coordinate {name!r}; coordinates: "
+                                   f"{self.coordinate_names}") from None
         return getattr(self, which)[:, k]
 
     def summary(self) -> str:

@@ -24,7 +24,7 @@ import symdae
 from symdae import build
 from symdae.errors import BuildError
 
-derive_module = importlib.import_module("symdae.derive")   # symdae.derive is the function
+derive_module = importlib.import_module("symdae.derivation")
 emit_module = importlib.import_module("symdae.emit")
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
 
@@ -98,7 +98,7 @@ def test_second_compile_hits_and_does_not_derive(base, cache, monkeypatch):
     assert again.build_info["key"] == base.build_info["key"]
     assert again.build_info["folder"] == base.build_info["folder"]
     assert "derive_s" not in again.build_info and "compile_s" not in again.build_info
-    np.testing.assert_array_equal(again.simulate(1.0, 0.01).q, base.simulate(1.0, 0.01).q)
+    np.testing.assert_array_equal(again.simulate(t_end=1.0, h=0.01).q, base.simulate(t_end=1.0, h=0.01).q)
 
 
 def test_parameter_value_does_not_change_the_key(base, cache, monkeypatch):
@@ -109,10 +109,10 @@ def test_parameter_value_does_not_change_the_key(base, cache, monkeypatch):
     assert system.build_info["cache_hit"] is True
     # the hit uses the new model's nominal values, not those of the model that was built
     assert system.parameter_vector()[1] == 55.0
-    q_new = system.simulate(1.0, 0.01).q
-    q_run = base.simulate(1.0, 0.01, params={"c": 55.0}).q
+    q_new = system.simulate(t_end=1.0, h=0.01).q
+    q_run = base.simulate(t_end=1.0, h=0.01, params={"c": 55.0}).q
     np.testing.assert_array_equal(q_new, q_run)
-    assert not np.allclose(q_new, base.simulate(1.0, 0.01).q)
+    assert not np.allclose(q_new, base.simulate(t_end=1.0, h=0.01).q)
 
 
 def test_changed_expression_rebuilds(base, cache):
@@ -125,7 +125,7 @@ def test_changed_expression_rebuilds(base, cache):
     assert info["folder"] != base.build_info["folder"]
     assert {Path(info["folder"]).name, Path(base.build_info["folder"]).name} <= set(folders(cache))
     # the new kernels implement the new force: a0 = -c x0^3 / m
-    tr = system.simulate(0.1, 0.01, q0=[0.5], v0=[0.0])
+    tr = system.simulate(t_end=0.1, h=0.01, q0=[0.5], v0=[0.0])
     assert tr.a[0, 0] == pytest.approx(-40.0 * 0.125, rel=1e-14)
 
 
@@ -172,7 +172,7 @@ deadline = time.time() + 120
 while len(list(barrier.iterdir())) < parties and time.time() < deadline:
     time.sleep(0.002)
 system = model.compile(cache_dir=cache)
-tr = system.simulate(1.0, 0.01)
+tr = system.simulate(t_end=1.0, h=0.01)
 print(json.dumps({"cache_hit": system.build_info["cache_hit"], "key": system.build_info["key"],
                   "folder": system.build_info["folder"], "q_end": tr.q[-1].tolist()}))
 '''
@@ -234,7 +234,7 @@ def test_killed_build_is_never_loaded(tmp_path):
     assert system.build_info["cache_hit"] is False
     assert folders(cache) == [dirname]
     assert not tmp.exists(), "the stale temporary folder was not removed"
-    assert system.simulate(0.5, 0.01).counters["steps"] == 50
+    assert system.simulate(t_end=0.5, h=0.01).counters["steps"] == 50
 
 
 def test_damaged_cache_folder_is_rebuilt(tmp_path):
@@ -244,7 +244,7 @@ def test_damaged_cache_folder_is_rebuilt(tmp_path):
     (cache / dirname).mkdir(parents=True)
     (cache / dirname / "kernels.pyx").write_text("# left over\n")
     system = model.compile(cache_dir=cache)
-    assert system.simulate(0.1, 0.01).counters["steps"] == 10
+    assert system.simulate(t_end=0.1, h=0.01).counters["steps"] == 10
 
 
 # ---------------------------------------------------------------------------- names, failures
@@ -261,7 +261,7 @@ def test_malicious_names_compile_safely(tmp_path):
                          outputs={evil + "_out": q.diff(t)})
     cache = tmp_path / "cache"
     system = model.compile(cache_dir=cache)
-    tr = system.simulate(0.5, 0.01, inputs={evil + "_u": 0.0}, params={evil: 4.0})
+    tr = system.simulate(t_end=0.5, h=0.01, inputs={evil + "_u": 0.0}, params={evil: 4.0})
     assert np.isfinite(tr.q).all() and tr.q[0, 0] == 1.0
     assert not marker.exists()
     folder = Path(system.build_info["folder"])

@@ -32,7 +32,7 @@ def oscillator():
 @pytest.fixture(scope="module")
 def traj(oscillator):
     """Oscillator trajectory at c = 37, d = 0.55 (outputs a, q, v), the model to compare."""
-    return oscillator.simulate(T_END, H, ALPHA, params={"c": 37.0, "d": 0.55})
+    return oscillator.simulate(t_end=T_END, h=H, alpha=ALPHA, params={"c": 37.0, "d": 0.55})
 
 
 def with_outputs(traj, **outputs):

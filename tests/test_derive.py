@@ -15,7 +15,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.derive import KERNEL_NAMES, kernel_table
+from symdae.derivation import KERNEL_NAMES, kernel_table
 from symdae.errors import ModelError
 
 

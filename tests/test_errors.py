@@ -10,7 +10,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.errors import (InconsistentInitialStateError, ModelError, NewtonError,
+from symdae.errors import (InconsistentInitialStateError, InputError, ModelError, NewtonError,
                            SimulationError, SingularMatrixError, SymdaeError,
                            UndeclaredSymbolError)
 
@@ -116,7 +116,7 @@ def test_reserved_symbol_name():
 # ---------------------------------------------------------------------------- run-time data
 def test_unknown_parameter_name(pendulum):
     with pytest.raises(KeyError) as exc:
-        pendulum.simulate(0.1, 0.01, params={"lenght": 1.0})
+        pendulum.simulate(t_end=0.1, h=0.01, params={"lenght": 1.0})
     msg = exc.value.args[0]
     assert "unknown parameter 'lenght'" in msg and "'L'" in msg
 
@@ -124,12 +124,12 @@ def test_unknown_parameter_name(pendulum):
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_non_finite_parameter_value(pendulum, value):
     with pytest.raises(ValueError, match="value of parameter 'g' is not finite"):
-        pendulum.simulate(0.1, 0.01, params={"g": value})
+        pendulum.simulate(t_end=0.1, h=0.01, params={"g": value})
 
 
 def test_non_numeric_parameter_value(pendulum):
     with pytest.raises(symdae.errors.InputError, match="value of parameter 'g' is not a number"):
-        pendulum.simulate(0.1, 0.01, params={"g": "nine"})
+        pendulum.simulate(t_end=0.1, h=0.01, params={"g": "nine"})
 
 
 def test_inconsistent_q0_names_the_constraint(pendulum):
@@ -137,7 +137,7 @@ def test_inconsistent_q0_names_the_constraint(pendulum):
     q_bad = 1.01 * q
     C = q_bad @ q_bad - 0.8**2                      # independent value of C_0(q0)
     with pytest.raises(InconsistentInitialStateError) as exc:
-        pendulum.simulate(0.1, 0.01, q0=q_bad, v0=v)
+        pendulum.simulate(t_end=0.1, h=0.01, q0=q_bad, v0=v)
     msg = str(exc.value)
     assert "q0 violates constraint 0" in msg
     assert f"{C:.3e}" in msg
@@ -147,7 +147,7 @@ def test_inconsistent_v0(pendulum):
     q, v = pendulum_state()
     v_bad = v + 0.01 * q                            # radial component: C_q v = 2 q.v != 0
     with pytest.raises(InconsistentInitialStateError) as exc:
-        pendulum.simulate(0.1, 0.01, q0=q, v0=v_bad)
+        pendulum.simulate(t_end=0.1, h=0.01, q0=q, v0=v_bad)
     msg = str(exc.value)
     assert "v0 violates the velocity form of constraint 0" in msg
     assert f"{2 * q @ v_bad:.3e}" in msg
@@ -155,7 +155,7 @@ def test_inconsistent_v0(pendulum):
 
 def test_consistent_q0_v0_accepted(pendulum):
     q, v = pendulum_state(theta=-0.3, omega=1.1)
-    tr = pendulum.simulate(0.1, 0.01, q0=q, v0=v)
+    tr = pendulum.simulate(t_end=0.1, h=0.01, q0=q, v0=v)
     np.testing.assert_array_equal(tr.q[0], q)
     np.testing.assert_array_equal(tr.v[0], v)
 
@@ -164,21 +164,21 @@ def test_project_repairs_slightly_inconsistent_q0(pendulum):
     q, v = pendulum_state()
     q_bad = (1 + 1e-4) * q
     with pytest.raises(InconsistentInitialStateError):
-        pendulum.simulate(0.1, 0.01, q0=q_bad, v0=v)
-    tr = pendulum.simulate(0.1, 0.01, q0=q_bad, v0=v, project=True)
+        pendulum.simulate(t_end=0.1, h=0.01, q0=q_bad, v0=v)
+    tr = pendulum.simulate(t_end=0.1, h=0.01, q0=q_bad, v0=v, project=True)
     # the minimum-norm correction onto the circle is the radial one, back to q
     np.testing.assert_allclose(tr.q[0], q, rtol=0, atol=1e-12)
     np.testing.assert_allclose(tr.v[0], v, rtol=0, atol=1e-12)
     assert abs(tr.q[0] @ tr.q[0] - 0.64) <= 1e-15
     assert abs(tr.q[0] @ tr.v[0]) <= 1e-15
     # and then it integrates like the consistent start
-    ref = pendulum.simulate(0.1, 0.01, q0=q, v0=v)
+    ref = pendulum.simulate(t_end=0.1, h=0.01, q0=q, v0=v)
     np.testing.assert_allclose(tr.q, ref.q, rtol=0, atol=1e-11)
 
 
 def test_project_repairs_inconsistent_v0(pendulum):
     q, v = pendulum_state()
-    tr = pendulum.simulate(0.1, 0.01, q0=q, v0=v + 0.05 * q, project=True)
+    tr = pendulum.simulate(t_end=0.1, h=0.01, q0=q, v0=v + 0.05 * q, project=True)
     np.testing.assert_allclose(tr.v[0], v, rtol=0, atol=1e-12)   # radial part removed
 
 
@@ -192,19 +192,19 @@ def test_wrong_q0_v0_shape(pendulum, q0, v0, which, shape):
     q0 = q if q0 is None else q0
     v0 = v if v0 is None else v0
     with pytest.raises(ModelError, match=re.escape(f"{which} has shape {shape}, expected (2,)")):
-        pendulum.simulate(0.1, 0.01, q0=q0, v0=v0)
+        pendulum.simulate(t_end=0.1, h=0.01, q0=q0, v0=v0)
 
 
 def test_nan_in_q0(pendulum):
     with pytest.raises(ModelError, match="q0 contains NaN"):
-        pendulum.simulate(0.1, 0.01, q0=[math.nan, -0.8], v0=[0.0, 0.0])
+        pendulum.simulate(t_end=0.1, h=0.01, q0=[math.nan, -0.8], v0=[0.0, 0.0])
 
 
 # ---------------------------------------------------------------------------- time grid, alpha
 @pytest.mark.parametrize("t_end, h", [(1.0, 0.3), (0.1, 0.03), (1.0, 0.0007)])
 def test_t_end_not_a_multiple_of_h(pendulum, t_end, h):
     with pytest.raises(ValueError, match="not a whole multiple of h"):
-        pendulum.simulate(t_end, h)
+        pendulum.simulate(t_end=t_end, h=h)
 
 
 @pytest.mark.parametrize("t_end, h, match", [
@@ -216,18 +216,18 @@ def test_t_end_not_a_multiple_of_h(pendulum, t_end, h):
 ])
 def test_bad_time_grid(pendulum, t_end, h, match):
     with pytest.raises(ValueError, match=match):
-        pendulum.simulate(t_end, h)
+        pendulum.simulate(t_end=t_end, h=h)
 
 
 @pytest.mark.parametrize("alpha", [0.05, -0.34, -0.5, 1.0, math.nan])
 def test_alpha_outside_range(pendulum, alpha):
     with pytest.raises(ValueError, match=r"alpha must lie in \[-1/3, 0\]"):
-        pendulum.simulate(0.1, 0.01, alpha=alpha)
+        pendulum.simulate(t_end=0.1, h=0.01, alpha=alpha)
 
 
 @pytest.mark.parametrize("alpha", [0.0, -1.0 / 3.0])
 def test_alpha_range_ends_accepted(pendulum, alpha):
-    assert pendulum.simulate(0.1, 0.01, alpha=alpha).counters["steps"] == 10
+    assert pendulum.simulate(t_end=0.1, h=0.01, alpha=alpha).counters["steps"] == 10
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -235,24 +235,24 @@ def test_nan_in_inputs(two_mass):
     u = np.zeros(11)
     u[4] = math.nan
     with pytest.raises(ValueError, match=r"input 'u' is NaN or infinite at t = 0.04 \(step 4\)"):
-        two_mass.simulate(0.1, 0.01, inputs={"u": u})
+        two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": u})
     with pytest.raises(ValueError, match=r"input 'u' is NaN or infinite at t = 0.06 \(step 6\)"):
-        two_mass.simulate(0.1, 0.01, inputs={"u": lambda tt: np.where(tt > 0.05, math.inf, 0)})
+        two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": lambda tt: np.where(tt > 0.05, math.inf, 0)})
 
 
 def test_input_missing_unknown_or_misshaped(two_mass):
     with pytest.raises(ValueError, match="no values for input 'u'"):
-        two_mass.simulate(0.1, 0.01)
+        two_mass.simulate(t_end=0.1, h=0.01)
     with pytest.raises(KeyError, match="unknown input 'w'"):
-        two_mass.simulate(0.1, 0.01, inputs={"u": 1.0, "w": 1.0})
+        two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": 1.0, "w": 1.0})
     with pytest.raises(ValueError, match=re.escape("input 'u' has shape (10,), expected (11,)")):
-        two_mass.simulate(0.1, 0.01, inputs={"u": np.zeros(10)})
+        two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": np.zeros(10)})
 
 
 def test_inputs_reach_the_sweep(two_mass):
     """A constant input F shifts x's rest position: x = F/k + (x0 - F/k) cos(2 t) exactly
     in the limit h -> 0; the trapezoidal rule keeps the amplitude, so compare loosely."""
-    tr = two_mass.simulate(1.0, 0.001, alpha=0.0, inputs={"u": 2.0})
+    tr = two_mass.simulate(t_end=1.0, h=0.001, alpha=0.0, inputs={"u": 2.0})
     x_exact = 0.5 + (0.1 - 0.5) * np.cos(2.0 * tr.t)
     assert np.max(np.abs(tr.q[:, 0] - x_exact)) < 1e-5
 
@@ -260,7 +260,7 @@ def test_inputs_reach_the_sweep(two_mass):
 # ---------------------------------------------------------------------------- singular, Newton
 def test_zero_mass_not_fixed_by_a_constraint(two_mass):
     with pytest.raises(SingularMatrixError) as exc:
-        two_mass.simulate(0.1, 0.01, inputs={"u": 0.0}, params={"m2": 0.0})
+        two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": 0.0}, params={"m2": 0.0})
     msg = str(exc.value)
     assert "singular" in msg and "involves z" in msg and "involves x" not in msg
 
@@ -269,7 +269,7 @@ def test_singular_newton_matrix_in_the_sweep(two_mass):
     """Initial matrix M regular, Newton matrix M/(1+alpha) + beta h^2 K singular in z:
     m2 = -beta h^2 k2 = -(0.5^2 / 4) 16 = -1 at alpha = 0."""
     with pytest.raises(SingularMatrixError) as exc:
-        two_mass.simulate(1.0, 0.5, alpha=0.0, inputs={"u": 0.0}, params={"m2": -1.0})
+        two_mass.simulate(t_end=1.0, h=0.5, alpha=0.0, inputs={"u": 0.0}, params={"m2": -1.0})
     msg = str(exc.value)
     assert "about z" in msg and "t = 0" in msg
 
@@ -278,7 +278,7 @@ def test_overflow_reported_with_time(two_mass):
     u = np.zeros(101)
     u[60:] = 1e308
     with pytest.raises(SimulationError) as exc:
-        two_mass.simulate(1.0, 0.01, inputs={"u": u})
+        two_mass.simulate(t_end=1.0, h=0.01, inputs={"u": u})
     assert not isinstance(exc.value, (NewtonError, SingularMatrixError))
     msg = str(exc.value)
     assert "NaN or infinity" in msg
@@ -289,7 +289,7 @@ def test_overflow_reported_with_time(two_mass):
 
 def test_newton_failure_for_an_absurd_step(pendulum):
     with pytest.raises(NewtonError) as exc:
-        pendulum.simulate(4.0, 1.0, max_iter=6)
+        pendulum.simulate(t_end=4.0, h=1.0, max_iter=6)
     e = exc.value
     assert isinstance(e, SymdaeError)
     assert e.time == 1.0 and e.step == 1 and e.iterations == 6
@@ -304,5 +304,13 @@ def test_diverging_newton_is_reported_as_newton_failure():
     model, _ = symdae.load_model("engine_mount")
     system = model.compile()
     with pytest.raises(NewtonError) as exc:
-        system.simulate(1.0, 0.1)
+        system.simulate(t_end=1.0, h=0.1)
     assert exc.value.time == pytest.approx(0.1) and exc.value.step == 1
+
+
+def test_scalar_function_input_is_called_per_sample(two_mass):
+    a = two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": math.sin})
+    b = two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": np.sin})
+    np.testing.assert_array_equal(a.q, b.q)
+    with pytest.raises(InputError, match="input 'u': the callable accepts neither"):
+        two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": lambda: 1.0})

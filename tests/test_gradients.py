@@ -107,7 +107,7 @@ class Case:
         return f"{self.model}-alpha{self.alpha:g}"
 
     def simulate(self, system, p, store=False):
-        return system.simulate(self.T, self.h, self.alpha,
+        return system.simulate(t_end=self.T, h=self.h, alpha=self.alpha,
                                params=dict(zip(system.model.parameter_names, p)),
                                store_factorizations=store)
 
@@ -254,10 +254,10 @@ def test_initial_state_sensitivities(name):
     h = 1e-4
 
     def x0(p):
-        tr = system.simulate(h, h, -0.3, params=dict(zip(names, p)))
+        tr = system.simulate(t_end=h, h=h, alpha=-0.3, params=dict(zip(names, p)))
         return np.concatenate([tr.q[0], tr.v[0], tr.a[0], tr.lam[0]])
 
-    tr = system.simulate(h, h, -0.3, store_factorizations=True)
+    tr = system.simulate(t_end=h, h=h, alpha=-0.3, store_factorizations=True)
     tg = tangent(system, tr, names)
     dx0 = np.vstack([tg.dq[0], tg.dv[0], tg.da[0], tg.dlam[0]])      # (3n + m, n_p)
     n, m = system.model.n, system.model.m
@@ -362,9 +362,9 @@ def oscillator_run(alpha, v0):
     system = compiled("oscillator")
     sim = {} if v0 is None else {"v0": [v0]}
     T = OSC_N * OSC_H
-    traj = system.simulate(T, OSC_H, alpha, params=OSC, store_factorizations=True, **sim)
+    traj = system.simulate(t_end=T, h=OSC_H, alpha=alpha, params=OSC, store_factorizations=True, **sim)
     # "measured" accelerations: a run with other c, d, q_init (residuals far from zero)
-    abar = system.simulate(T, OSC_H, alpha, params=dict(OSC, c=44.0, d=0.25, q_init=0.9),
+    abar = system.simulate(t_end=T, h=OSC_H, alpha=alpha, params=dict(OSC, c=44.0, d=0.25, q_init=0.9),
                            **sim).a[:, 0]
     cost = LeastSquares({"a": abar}, quadrature="left")
     return system, traj, abar, cost
@@ -427,7 +427,7 @@ def test_oscillator_adjoint_equals_paper_recursion(v0):
     sim = {} if v0 is None else {"v0": [v0]}
 
     def J_of(pv):
-        tr = system.simulate(N * h, h, 0.0, params=dict(zip(system.model.parameter_names, pv)),
+        tr = system.simulate(t_end=N * h, h=h, alpha=0.0, params=dict(zip(system.model.parameter_names, pv)),
                              **sim)
         return cost.evaluate(system, tr)[0]
 
@@ -486,12 +486,12 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
     system = compiled(name)
     names = system.model.parameter_names
     p0 = np.array(system.model.nominal_values, dtype=float)
-    ref = system.simulate(T, h, alpha, params=dict(zip(names, perturbed(p0))))
+    ref = system.simulate(t_end=T, h=h, alpha=alpha, params=dict(zip(names, perturbed(p0))))
     cost = LeastSquares({k: ref.outputs[k] for k in system.model.output_names},
                         weights={k: 1 / np.mean(ref.outputs[k] ** 2)
                                  for k in system.model.output_names}, quadrature="trapezoid")
-    stored = system.simulate(T, h, alpha, store_factorizations=True)
-    bare = system.simulate(T, h, alpha, store_factorizations=False)
+    stored = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=True)
+    bare = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=False)
     assert bare._sweep.LU is None and stored._sweep.LU is not None
     for x in ("q", "v", "a", "lam"):                 # the forward path does not depend on it
         np.testing.assert_array_equal(getattr(bare, x), getattr(stored, x))
@@ -511,12 +511,12 @@ def test_numeric_v0_still_differentiates_model_q0_oscillator():
     names = system.model.parameter_names
     p0 = np.array([OSC[n] for n in names])
     T, h, alpha = 1.0, 1e-2, -0.3
-    abar = system.simulate(T, h, alpha, params=dict(OSC, c=44.0, q_init=0.6), v0=[0.2]).a[:, 0]
+    abar = system.simulate(t_end=T, h=h, alpha=alpha, params=dict(OSC, c=44.0, q_init=0.6), v0=[0.2]).a[:, 0]
     cost = LeastSquares({"a": abar}, quadrature="trapezoid")
     k = names.index("q_init")
 
     def gradient(**sim):
-        tr = system.simulate(T, h, alpha, params=OSC, store_factorizations=True, **sim)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=OSC, store_factorizations=True, **sim)
         g = adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
         return g, tangent(system, tr, names), tr
 
@@ -526,7 +526,7 @@ def test_numeric_v0_still_differentiates_model_q0_oscillator():
     assert tg.da[0][0, k] == pytest.approx(-OSC["c"] / OSC["m"], rel=1e-14)
 
     def J_of(pv):
-        t = system.simulate(T, h, alpha, params=dict(zip(names, pv)), v0=[0.7])
+        t = system.simulate(t_end=T, h=h, alpha=alpha, params=dict(zip(names, pv)), v0=[0.7])
         return cost.evaluate(system, t)[0]
 
     fd = central(J_of, p0, k, 1e-4)       # J is quadratic in q_init: FD exact to round-off
@@ -546,13 +546,13 @@ def test_numeric_v0_still_differentiates_model_q0_pendulum():
     params = dict(zip(names, system.model.nominal_values), omega0=0.0)
     p0 = np.array([params[n] for n in names])
     T, h, alpha = 0.6, 1e-2, -0.3
-    ref = system.simulate(T, h, alpha, params=dict(params, L=0.85, theta0=0.8, g=9.7))
+    ref = system.simulate(t_end=T, h=h, alpha=alpha, params=dict(params, L=0.85, theta0=0.8, g=9.7))
     outs = ("x", "vy", "ax", "lambda")
     cost = LeastSquares({k: ref.outputs[k] for k in outs},
                         weights={k: 1 / np.mean(ref.outputs[k] ** 2) for k in outs})
 
     def run(**sim):
-        tr = system.simulate(T, h, alpha, params=params, store_factorizations=True, **sim)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=params, store_factorizations=True, **sim)
         return tr, adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
     tr_num, g_num = run(v0=[0.0, 0.0])
@@ -570,7 +570,7 @@ def test_numeric_v0_still_differentiates_model_q0_pendulum():
     assert abs(g_num[iL]) > 0 and abs(g_num[it]) > 0
 
     def J_of(pv):
-        t = system.simulate(T, h, alpha, params=dict(zip(names, pv)), v0=[0.0, 0.0])
+        t = system.simulate(t_end=T, h=h, alpha=alpha, params=dict(zip(names, pv)), v0=[0.0, 0.0])
         return cost.evaluate(system, t)[0]
 
     norm = np.max(np.abs(g_num * np.where(p0 != 0, np.abs(p0), 1.0)))
@@ -634,7 +634,7 @@ def test_projected_initial_state_refuses_sensitivities(projected_pendulum):
     initial-state expressions (which gave gradients off by 50-100 % in x0, y0, vx0)."""
     system = projected_pendulum
     T, h, alpha = 0.5, 1e-2, -0.3
-    traj = system.simulate(T, h, alpha, project=True, store_factorizations=True)
+    traj = system.simulate(t_end=T, h=h, alpha=alpha, project=True, store_factorizations=True)
     assert abs(np.hypot(*traj.q[0]) - 0.8) < 1e-12      # projected onto the circle
     dPhi = np.ones((len(traj.t), len(system.model.output_names)))
     with pytest.raises(symdae.SimulationError, match="project=True"):

@@ -108,7 +108,7 @@ def test_alpha_zero_is_the_trapezoidal_rule(oscillator):
     """alpha = 0, d = 0: Newmark beta = 1/4, gamma = 1/2, i.e. the trapezoidal rule."""
     m, c = 1.0, 40.0
     q0, v0, h, N = 0.7, 1.3, 0.05, 400            # omega h = 0.32: far from the exact flow
-    tr = oscillator.simulate(N * h, h, alpha=0.0, params={"d": 0.0, "m": m, "c": c},
+    tr = oscillator.simulate(t_end=N * h, h=h, alpha=0.0, params={"d": 0.0, "m": m, "c": c},
                              q0=[q0], v0=[v0])
     q, v, a = trapezoidal_undamped(math.sqrt(c / m), q0, v0, h, N)
     np.testing.assert_allclose(tr.t, h * np.arange(N + 1), rtol=0, atol=1e-12)
@@ -126,7 +126,7 @@ def test_alpha_zero_is_the_trapezoidal_rule(oscillator):
 def test_linear_oscillator_matches_eq15_recurrence(oscillator, alpha):
     """With damping, every alpha: (q, v, a) equal the scalar recurrence of eq. (15)."""
     m, c, d, q0, v0, h, N = 1.3, 40.0, 0.9, 0.4, -2.0, 0.02, 300
-    tr = oscillator.simulate(N * h, h, alpha=alpha, params={"m": m, "c": c, "d": d},
+    tr = oscillator.simulate(t_end=N * h, h=h, alpha=alpha, params={"m": m, "c": c, "d": d},
                              q0=[q0], v0=[v0])
     q, v, a = hht_linear_sdof(m, c, d, q0, v0, h, N, alpha)
     tol = 50 * N * EPS
@@ -140,7 +140,7 @@ def test_linear_oscillator_matches_eq15_recurrence(oscillator, alpha):
 
 def test_oscillator_initial_state_from_parameter(oscillator):
     """q0 = q_init (a parameter), v0 = 0, a0 = -(c q0 + d v0) / m."""
-    tr = oscillator.simulate(0.1, 0.01, params={"q_init": 0.25, "c": 40.0, "d": 0.4, "m": 2.0})
+    tr = oscillator.simulate(t_end=0.1, h=0.01, params={"q_init": 0.25, "c": 40.0, "d": 0.4, "m": 2.0})
     assert tr.q[0, 0] == 0.25 and tr.v[0, 0] == 0.0
     assert tr.a[0, 0] == pytest.approx(-40.0 * 0.25 / 2.0, rel=1e-15)
 
@@ -152,7 +152,7 @@ def test_oscillator_second_order(oscillator, alpha):
     hs = [0.02, 0.01, 0.005, 0.0025]
     eq, ev = [], []
     for h in hs:
-        tr = oscillator.simulate(T, h, alpha=alpha, params={"m": m, "c": c, "d": d,
+        tr = oscillator.simulate(t_end=T, h=h, alpha=alpha, params={"m": m, "c": c, "d": d,
                                                             "q_init": 1.0})
         q, v = damped_analytic(m, c, d, 1.0, 0.0, tr.t)
         eq.append(np.max(np.abs(tr.q[:, 0] - q)))
@@ -174,7 +174,7 @@ def test_pendulum_second_order(pendulum, alpha):
     hs = [0.01, 0.005, 0.0025, 0.00125]
     eq, ev = [], []
     for h in hs:
-        tr = pendulum.simulate(T, h, alpha=alpha)
+        tr = pendulum.simulate(t_end=T, h=h, alpha=alpha)
         q, v = pendulum_reference(tr.t)
         eq.append(np.max(np.abs(tr.q - q)))
         ev.append(np.max(np.abs(tr.v - v)))
@@ -189,7 +189,7 @@ def test_pendulum_runtime_parameters_reach_the_sweep(pendulum):
     par = dict(PEND, L=1.3, d=0.0, theta0=0.4, omega0=-1.0)
     T, errors = 1.5, []
     for h in (0.005, 0.0025):
-        tr = pendulum.simulate(T, h, alpha=-0.1, params=par)
+        tr = pendulum.simulate(t_end=T, h=h, alpha=-0.1, params=par)
         q, _ = pendulum_reference(tr.t, **par)
         errors.append(np.max(np.abs(tr.q - q)))
     assert errors[1] < 1e-3 * par["L"]
@@ -201,7 +201,7 @@ def test_pendulum_runtime_parameters_reach_the_sweep(pendulum):
 @pytest.mark.parametrize("h", [0.01, 0.001])
 def test_pendulum_constraint_at_roundoff(pendulum, alpha, h):
     L = PEND["L"]
-    tr = pendulum.simulate(2.0, h, alpha=alpha)
+    tr = pendulum.simulate(t_end=2.0, h=h, alpha=alpha)
     x, y = tr.q.T
     C = x * x + y * y - L * L
     scale = x * x + y * y + L * L                   # magnitude of the terms of C
@@ -213,7 +213,7 @@ def test_pendulum_constraint_at_roundoff(pendulum, alpha, h):
 def test_engine_mount_constraint_at_roundoff(engine_mount, alpha):
     nominal = dict(zip(engine_mount.model.parameter_names, engine_mount.model.nominal_values))
     a, b = nominal["a"], nominal["b"]
-    tr = engine_mount.simulate(1.0, 1e-4, alpha=alpha)
+    tr = engine_mount.simulate(t_end=1.0, h=1e-4, alpha=alpha)
     x1, x2, x3, x4 = tr.q.T
     C = x2 * (a + b) - x3 * b - x4 * a
     scale = np.abs(x2) * (a + b) + np.abs(x3) * b + np.abs(x4) * a
@@ -225,7 +225,7 @@ def test_engine_mount_constraint_at_roundoff(engine_mount, alpha):
 # ---------------------------------------------------------------------------- Newton caps
 def test_engine_mount_newton_iterations_capped(engine_mount):
     """Reference scenario: 1 s of the frequency sweep at h = 1e-4 (>= 40 steps per period)."""
-    tr = engine_mount.simulate(1.0, 1e-4)
+    tr = engine_mount.simulate(t_end=1.0, h=1e-4)
     c = tr.counters
     assert c["steps"] == 10000
     mean = c["newton_iterations"] / c["steps"]
@@ -233,21 +233,21 @@ def test_engine_mount_newton_iterations_capped(engine_mount):
     assert c["jacobian_refreshes"] <= 10, c
     assert c["factorizations"] == c["steps"] + 1 + c["jacobian_refreshes"], c
     # a hard per-step cap: every step converges within 5 residual evaluations
-    capped = engine_mount.simulate(1.0, 1e-4, max_iter=5)
+    capped = engine_mount.simulate(t_end=1.0, h=1e-4, max_iter=5)
     np.testing.assert_array_equal(capped.q, tr.q)
 
 
 def test_linear_oscillator_one_newton_correction(oscillator):
     """Linear problem, exact Newton matrix: one correction, one check per step."""
-    tr = oscillator.simulate(2.0, 0.01, alpha=-0.1)
+    tr = oscillator.simulate(t_end=2.0, h=0.01, alpha=-0.1)
     c = tr.counters
     assert c["newton_iterations"] <= 2 * c["steps"], c
     assert c["jacobian_refreshes"] == 0, c
-    oscillator.simulate(2.0, 0.01, alpha=-0.1, max_iter=2)
+    oscillator.simulate(t_end=2.0, h=0.01, alpha=-0.1, max_iter=2)
 
 
 def test_pendulum_default_newton_settings_converge(pendulum):
-    tr = pendulum.simulate(2.0, 0.02)
+    tr = pendulum.simulate(t_end=2.0, h=0.02)
     assert tr.counters["steps"] == 100
     # with an accurate answer (about 3.4e-3 at this h once Newton is given enough iterations)
     q, _ = pendulum_reference(tr.t)
@@ -255,6 +255,6 @@ def test_pendulum_default_newton_settings_converge(pendulum):
 
 
 def test_pendulum_newton_iterations_capped(pendulum):
-    tr = pendulum.simulate(2.0, 0.01, alpha=-0.1)
+    tr = pendulum.simulate(t_end=2.0, h=0.01, alpha=-0.1)
     c = tr.counters
     assert c["newton_iterations"] / c["steps"] <= 5.0, c

@@ -15,7 +15,7 @@ import pytest
 import symdae
 from symdae.costs import LeastSquares
 from symdae.data import Measurement
-from symdae.identify import Experiment, IdentificationResult, identify
+from symdae import Experiment, IdentificationResult, Scenario, identify
 
 T_OSC, H_OSC, ALPHA = 2.0, 1e-3, -0.1
 TRUTH_OSC = {"c": 40.0, "d": 0.4}
@@ -32,9 +32,10 @@ def oscillator():
 def oscillator_experiment(system, q_init=1.0, output="a", name="experiment"):
     """Synthetic data of ``output`` from the true parameters, started at q = q_init."""
     params = {"q_init": q_init}
-    traj = system.simulate(T_OSC, H_OSC, ALPHA, params={**TRUTH_OSC, **params})
+    traj = system.simulate(t_end=T_OSC, h=H_OSC, alpha=ALPHA, params={**TRUTH_OSC, **params})
     data = Measurement.from_trajectory(traj, [output])
-    return Experiment(system, LeastSquares(data, [output]), t_end=T_OSC, h=H_OSC, alpha=ALPHA,
+    return Experiment(system, LeastSquares(data, [output]),
+                      Scenario(t_end=T_OSC, h=H_OSC, alpha=ALPHA),
                       params=params, name=name)
 
 
@@ -111,8 +112,7 @@ def test_bound_that_excludes_the_truth_is_active(experiment, method):
     else:  # scipy's trust-constr does not keep iterates feasible; it may end 1 ulp outside
         assert res.values["c"] <= 35.0 * (1.0 + 1e-12)
     # the best d for c = 35: dJ/dd vanishes there (an interior optimum in d)
-    exp_c35 = Experiment(experiment.system, experiment.cost, t_end=experiment.t_end,
-                         h=experiment.h, alpha=experiment.alpha,
+    exp_c35 = Experiment(experiment.system, experiment.cost, experiment.scenario,
                          params={**experiment.params, "c": 35.0})
     fixed = identify(exp_c35, ["d"], {"d": START_OSC["d"]}, progress=False)
     assert res.values["d"] == pytest.approx(fixed.values["d"], rel=1e-6)
@@ -129,8 +129,8 @@ def test_several_experiments_are_summed(oscillator):
     and different measured outputs; one objective, their sum."""
     e1 = oscillator_experiment(oscillator, q_init=1.0, output="a", name="released at 1")
     e2 = oscillator_experiment(oscillator, q_init=-0.3, output="q", name="released at -0.3")
-    j1 = e1.evaluate(START_OSC)[0]
-    j2 = e2.evaluate(START_OSC)[0]
+    j1 = e1.evaluate(START_OSC).cost
+    j2 = e2.evaluate(START_OSC).cost
     assert j1 > 0 and j2 > 0 and j1 != j2
     res = identify([e1, e2], ["c", "d"], START_OSC, progress=False)
     assert res.start_cost == pytest.approx(j1 + j2, rel=1e-14)
@@ -216,7 +216,8 @@ def engine_mount():
 
 
 def em_experiment(system, data):
-    return Experiment(system, LeastSquares(data, ["a1"]), t_end=T_EM, h=H_EM, alpha=ALPHA_EM,
+    return Experiment(system, LeastSquares(data, ["a1"]),
+                      Scenario(t_end=T_EM, h=H_EM, alpha=ALPHA_EM),
                       name="engine mount a1")
 
 
@@ -239,7 +240,7 @@ def test_engine_mount_reproduction(engine_mount, record_property):
     from the paper's start values."""
     system, ns, truth = engine_mount
     assert ns["FREE"] == ["cE1", "cE2", "dE", "dH2"]
-    data = Measurement.from_trajectory(system.simulate(T_EM, H_EM, ALPHA_EM), ["a1"])
+    data = Measurement.from_trajectory(system.simulate(t_end=T_EM, h=H_EM, alpha=ALPHA_EM), ["a1"])
     res = identify(em_experiment(system, data), ns["FREE"], ns["START"], progress=False)
     err = report(res, truth, record_property, "engine_mount")
     assert res.start == ns["START"]
@@ -255,12 +256,12 @@ def test_engine_mount_data_from_a_finer_step_gives_biased_values(engine_mount, r
     exactly, so the optimum sits away from the true parameters (the discretisation error of
     the model is absorbed by the parameters; dH2, the hydro damper, absorbs most)."""
     system, ns, truth = engine_mount
-    fine = system.simulate(T_EM, 1e-5, ALPHA_EM)
+    fine = system.simulate(t_end=T_EM, h=1e-5, alpha=ALPHA_EM)
     data = Measurement.from_trajectory(fine, ["a1"])  # auto: interpolated onto the grid
     exp = em_experiment(system, data)
     res = identify(exp, ns["FREE"], ns["START"], progress=False)
     bias = report(res, truth, record_property, "finer_data")
-    J_truth = exp.evaluate(truth)[0]
+    J_truth = exp.evaluate(truth).cost
     print(f"[finer_data] cost at the true parameters {J_truth:.4e}, at the identified "
           f"{res.cost:.4e}")
     record_property("finer_data_cost_at_truth", J_truth)

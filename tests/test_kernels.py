@@ -33,7 +33,7 @@ import sympy as sp
 from sympy.core.function import ArgumentIndexError
 
 import symdae
-from symdae.derive import KERNEL_NAMES, kernel_table
+from symdae.derivation import KERNEL_NAMES, kernel_table
 from symdae.reference import LambdifiedKernels, lambdify_flat
 
 MODELS = ["oscillator", "engine_mount", "pendulum", "slider_crank", "spring_chain"]

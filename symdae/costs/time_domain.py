@@ -1,86 +1,16 @@
-"""Costs as functions of the output trajectory S (samples x outputs).
-
-Every cost returns its value J and dJ/dS, the derivative with respect to every output sample;
-the discrete adjoint takes dJ/dS as its source term, so any cost built on outputs gets an exact
-gradient (:func:`symdae.sensitivity.adjoint_gradient`).
-"""
+"""Time-domain costs: least squares on outputs against data (the paper's eq. 4) and integrals
+of outputs."""
 from __future__ import annotations
 
 from typing import Mapping
 
 import numpy as np
 
-from .data import Measurement
-from .errors import DataError
+from ..data import Measurement
+from ..errors import DataError, InputError, UnknownNameError
+from .base import Cost, quadrature_weights
 
-__all__ = ["Cost", "LeastSquares", "OutputIntegral", "CostSum", "quadrature_weights"]
-
-QUADRATURES = ("left", "trapezoid", "sum")
-
-
-def quadrature_weights(t: np.ndarray, rule="left") -> np.ndarray:
-    """Weights eta_i of sum_i eta_i f(t_i) ~ integral of f.
-
-    ``left``: eta_i = t_{i+1} - t_i, last sample 0 (the paper's eq. 4 with eta_i = h,
-    i = 0..N-1); ``trapezoid``: the trapezoidal rule; ``sum``: eta_i = 1; or an array.
-    """
-    t = np.asarray(t, dtype=float)
-    if not isinstance(rule, str):
-        eta = np.asarray(rule, dtype=float)
-        if eta.shape != t.shape:
-            raise ValueError(f"quadrature weights have shape {eta.shape}, expected {t.shape}")
-        return eta
-    if rule not in QUADRATURES:
-        raise ValueError(f"quadrature must be one of {QUADRATURES} or an array, got {rule!r}")
-    if rule == "sum":
-        return np.ones_like(t)
-    dt = np.diff(t)
-    if rule == "left":
-        return np.concatenate([dt, [0.0]])
-    eta = np.zeros_like(t)
-    eta[:-1] += dt / 2
-    eta[1:] += dt / 2
-    return eta
-
-
-class Cost:
-    """Base class: ``evaluate(system, traj) -> (J, dJ/dS)`` with dJ/dS of shape (N+1, n_s)."""
-
-    def evaluate(self, system, traj):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def __add__(self, other: "Cost") -> "CostSum":
-        return CostSum([self, other])
-
-    def __radd__(self, other):
-        # lets sum([cost1, cost2]) start from 0
-        if isinstance(other, (int, float)) and other == 0:
-            return self
-        return NotImplemented
-
-    @staticmethod
-    def _column(system, name: str) -> int:
-        names = system.model.output_names
-        if name not in names:
-            raise KeyError(f"the model has no output {name!r}; its outputs are {names}")
-        return names.index(name)
-
-
-class CostSum(Cost):
-    """The sum of several costs on the same trajectory."""
-
-    def __init__(self, costs):
-        self.costs = []
-        for c in costs:
-            self.costs.extend(c.costs if isinstance(c, CostSum) else [c])
-
-    def evaluate(self, system, traj):
-        J, dS = 0.0, np.zeros((len(traj.t), system.kernels.n_s))
-        for c in self.costs:
-            j, d = c.evaluate(system, traj)
-            J += j
-            dS += d
-        return J, dS
+__all__ = ["LeastSquares", "OutputIntegral"]
 
 
 class LeastSquares(Cost):
@@ -115,10 +45,10 @@ class LeastSquares(Cost):
         self.weights = dict(weights or {})
         for name, w in self.weights.items():
             if name not in self.outputs:
-                raise KeyError(f"weight given for {name!r}, which is not fitted "
-                               f"({list(self.outputs)})")
+                raise UnknownNameError(f"weight given for {name!r}, which is not fitted "
+                                       f"({list(self.outputs)})")
             if not (np.isfinite(w) and w >= 0):
-                raise ValueError(f"weight of {name!r} must be finite and >= 0, got {w!r}")
+                raise InputError(f"weight of {name!r} must be finite and >= 0, got {w!r}")
         self.quadrature = quadrature
         self.align = align
 
