@@ -10,8 +10,14 @@ __all__ = ["load_model", "bundled_models", "bundled_model_path"]
 
 
 def _bundled_dir() -> Path:
-    import symdae.models as pkg  # the top-level models/ folder, installed as symdae.models
-    return Path(pkg.__path__[0])
+    """The bundled models: ``symdae/models`` once installed (setup.py maps the top-level
+    ``models/`` there), the checkout's ``models/`` beside the package otherwise."""
+    here = Path(__file__).resolve().parent
+    for folder in (here / "models", here.parent / "models"):
+        if (folder / "__init__.py").is_file():
+            return folder
+    raise ModelError(f"the bundled models are missing: neither {here / 'models'} nor "
+                     f"{here.parent / 'models'} exists")
 
 
 def bundled_models() -> list[str]:
