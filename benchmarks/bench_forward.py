@@ -24,7 +24,7 @@ The forward runs use the default cache (generated/ in a checkout), like a user w
 from __future__ import annotations
 
 import argparse
-import inspect
+import dataclasses
 import json
 import os
 import platform
@@ -48,8 +48,8 @@ REFERENCE = ("engine_mount", 1.0, 1e-4, -0.1, True)
 SECONDARY = [("pendulum", 1.0, 1e-3, -0.3, False),
              ("spring_chain", 1.0, 1e-4, -0.1, False)]
 
-_SIM_DEFAULTS = {k: v.default for k, v in inspect.signature(symdae.System.simulate)
-                 .parameters.items() if v.default is not inspect.Parameter.empty}
+_SIM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(symdae.Scenario)
+                 if f.default is not dataclasses.MISSING}
 
 _WARM_CHILD = r"""
 import json, sys, time
@@ -74,8 +74,8 @@ def timed(fn, runs: int) -> list[float]:
 
 
 def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
-    """A callable running ``_hht.forward`` exactly as ``System.simulate`` calls it."""
-    model, k = system.model, system.kernels
+    """A callable running ``_hht.forward`` exactly as the compiled backend calls it."""
+    model, k = system.model, system.backend.kernels
     n, m, t0 = model.n, model.m, 0.0
     N = int(round((t_end - t0) / h))
     t = t0 + h * np.arange(N + 1)
@@ -83,21 +83,21 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
     U = system.input_array({}, t)
     q0 = np.zeros(n) if zero_start else None
     v0 = np.zeros(n) if zero_start else None
-    x0 = initial_state(k, model, p, t0, U[0], q0, v0, tol=_SIM_DEFAULTS["init_tol"])
+    x0 = initial_state(system.backend, model, p, t0, U[0], q0, v0,
+                       tol=_SIM_DEFAULTS["init_tol"])
     Q, V, A = np.empty((N + 1, n)), np.empty((N + 1, n)), np.empty((N + 1, n))
     L = np.empty((N + 1, m))
     S = np.zeros((N + 1, k.n_s))
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
-    counters = np.zeros(4, dtype=np.intp)
-    info = np.array([0.0, 0.0, 0.0, 0.0, -1.0, 0.0])
-    p_pad = np.concatenate([p, [0.0]])
     rtol, max_iter = float(_SIM_DEFAULTS["rtol"]), int(_SIM_DEFAULTS["max_iter"])
+    counters = {}
 
     def run():
-        status = _hht.forward(k, t0, float(h), N, float(alpha), p_pad, U, Q, V, A, L, S,
-                              None, None, None, rtol, max_iter, counters, info)
-        if status != _hht.STATUS["OK"]:
-            raise RuntimeError(f"bare sweep failed with status {status}, info {info}")
+        rep = _hht.forward(k, t0, float(h), N, float(alpha), p, U, Q, V, A, L, S,
+                           None, None, None, rtol, max_iter)
+        if rep["status"] != _hht.STATUS["OK"]:
+            raise RuntimeError(f"bare sweep failed: {rep}")
+        counters.update(rep)
 
     return run, Q, counters
 
@@ -144,7 +144,7 @@ def bench_model(name, t_end, h, alpha, zero_start, *, runs, warm_runs, fresh_run
     row["counters"] = dict(traj.counters)
     run, Q, counters = bare_sweep(system, t_end, h, alpha, zero_start)
     run()  # warm-up
-    if not (np.array_equal(Q, traj.q) and int(counters[1]) == traj.counters["newton_iterations"]):
+    if not (np.array_equal(Q, traj.q) and counters["newton_iterations"] == traj.counters["newton_iterations"]):
         raise RuntimeError(f"{name}: the bare sweep does not reproduce system.simulate")
     # interleaved, so that background load hits both figures alike
     row["sim_s"], row["bare_s"] = [], []

@@ -105,7 +105,7 @@ def chain(reps: int, T: float) -> dict:
             return adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
         t = interleaved({"J": J, "J+grad": JG}, reps)
-        out[2 * k] = {"times": t, "n_p": system.kernels.n_p}
+        out[2 * k] = {"times": t, "n_p": system.sizes.n_p}
     return out
 
 

@@ -2,13 +2,14 @@
 tangent-linear and discrete-adjoint sweeps -> parameter identification.
 
 Stages (each a function returning data):
-    Model -> derive() -> DerivedSystem -> emit_cython() -> source text
+    Model -> derive() -> DerivedSystem -> (kernel spec) -> emit_cython() -> source text
           -> build.write_source() / build.compile_module() / build.load_module() -> System
-``Model.compile()`` chains them through the content-hashed cache. On top: exact gradients
+``Model.compile()`` chains them through the content-hashed cache (``symdae.pipeline``); the
+System runs its sweeps on a backend (compiled Cython core, or NumPy where no compiler exists). On top: exact gradients
 (``adjoint_gradient``, ``tangent``), costs on outputs, measured data and ``identify``.
 """
 from ._version import __version__
-from .build import compile_model, default_cache_dir
+from .build import default_cache_dir
 from .derivation import DerivedSystem, derive
 from .emit import emit_cython
 from .errors import (BuildError, DataError, InconsistentInitialStateError, InputError,
@@ -20,6 +21,7 @@ from .experiment import Evaluation, Experiment, evaluate_many
 from .identification import IdentificationResult, identify
 from .scenario import Scenario
 from .model import Model
+from .pipeline import compile_model
 from .modelfiles import bundled_models, load_model
 from .sensitivity import TangentResult, adjoint_gradient, tangent
 from .system import System

@@ -1,4 +1,5 @@
-"""Versions. GENERATOR_VERSION is part of every cache key: bump it when emitted code changes."""
+"""Versions. The kernel ABI number must equal SYMDAE_ABI_VERSION in
+symdae/core/symdae_kernels.h (tests/test_kernel_spec.py checks it); the cache key hashes the
+generator's sources, so no generator version needs bumping by hand."""
 __version__ = "0.1.0"
-GENERATOR_VERSION = "0.3.0"
-ABI_VERSION = 3  # must equal SYMDAE_ABI_VERSION in symdae/core/symdae_kernels.h
+ABI_VERSION = 4

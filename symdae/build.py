@@ -1,19 +1,24 @@
 """Build stage: cache key, writing the source, compiling it, loading the extension.
 
-Each step is its own function; :func:`compile_model` chains them with the cache:
+Knows neither models nor systems: it turns a definition string into a cache key and a source
+text into a loaded extension module. Each step is its own function; :func:`build_cached` chains
+them with the cache:
 
-1. :func:`cache_key` hashes the model's definition (no derivation), the generator version, the
-   compiler flags and the tool versions.
-2. If ``<cache>/<model>-<key>/`` exists it is complete (it only ever appears by an atomic
-   rename) and is loaded.
-3. Otherwise, under a file lock: derive, emit, write into a temporary folder, compile there in
-   a child process, then rename the folder into place. A build killed half-way leaves only a
-   temporary folder, which is never loaded (and is removed by the next build of that key);
-   a second process building the same model waits for the lock and then loads.
+1. :func:`cache_key` hashes the model's definition (no derivation), the generator's own sources
+   (so any change to what the emitted code depends on rebuilds), the compiler flags and the
+   Python/Cython versions and platform.
+2. If ``<cache>/<name>-<key>/`` exists and its extension matches the checksum recorded when it
+   was built, it is loaded. A damaged folder (a truncated extension would crash the process
+   that loads it) is rebuilt.
+3. Otherwise, under a file lock: make the source (the caller derives and emits), write it into a
+   temporary folder, compile there in a child process, record the checksum, rename the folder
+   into place. A build killed half-way leaves only a temporary folder, which is never loaded
+   (and is removed by the next build of that key); a second process building the same model
+   waits for the lock and then loads.
 """
 from __future__ import annotations
 
-import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -27,18 +32,25 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-from ._version import ABI_VERSION, GENERATOR_VERSION
+from filelock import FileLock
+
 from .errors import BuildError
 
 __all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "build_name", "write_source",
-           "compile_module", "load_module", "compile_model"]
+           "compile_module", "load_module", "build_cached", "compiler_available",
+           "generator_digest"]
 
 COMPILE_FLAGS = ("-O2", "-g0")
 BUILD_TIMEOUT = 1800.0  # seconds; a compile that hangs longer is reported as failed
 
 _PKG = Path(__file__).resolve().parent
 _CORE = _PKG / "core"
+# everything the emitted code depends on besides the model: the symbol mapping, the
+# derivation, the kernel spec, the emitter and printer, and the kernel interface
+GENERATOR_SOURCES = ("model.py", "derivation.py", "kernels.py", "emit.py", "printer.py",
+                     "core/symdae_kernels.h", "core/kernel_api.pxd")
 
 
 def default_cache_dir() -> Path:
@@ -53,38 +65,54 @@ def default_cache_dir() -> Path:
     return Path(base) / "symdae"
 
 
-def _compiler_version() -> str:
-    cc = (sysconfig.get_config_var("CC") or "cc").split()
+def _compiler_command() -> list[str]:
+    """The C compiler setuptools will use: $CC, else Python's configured one."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return cc.split()
+
+
+def compiler_available() -> bool:
+    """Is there a C compiler to build models with?"""
+    return shutil.which(_compiler_command()[0]) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_version(cc: str) -> str:
+    # asked once per process and compiler: a warm load must not start a subprocess
     try:
-        out = subprocess.run(cc[:1] + ["--version"], capture_output=True, text=True, timeout=30)
-        return out.stdout.splitlines()[0] if out.stdout else cc[0]
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return out.stdout.splitlines()[0] if out.stdout else cc
     except (OSError, subprocess.SubprocessError):
-        return cc[0]
+        return cc
 
 
 def _tool_versions() -> dict:
+    """What the compiled module's binary interface depends on (part of the key). The C
+    compiler is not: any compiler's build of the same source and flags serves, so a warm cache
+    loads where no compiler is installed (meta.json records which one built it)."""
     import Cython
     return {
         "python": sys.version,
         "platform": platform.platform(),
         "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
         "cython": Cython.__version__,
-        "compiler": _compiler_version(),
     }
 
 
-def _interface_digest() -> str:
+@functools.lru_cache(maxsize=None)
+def generator_digest() -> str:
+    """Hash of the generator's own sources (they do not change while a process runs)."""
     h = hashlib.sha256()
-    for name in ("symdae_kernels.h", "kernel_api.pxd"):
-        h.update((_CORE / name).read_bytes())
+    for rel in GENERATOR_SOURCES:
+        h.update(rel.encode() + b"\0" + (_PKG / rel).read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def cache_key(model, flags=COMPILE_FLAGS) -> str:
+def cache_key(definition: str, flags=COMPILE_FLAGS) -> str:
     """Content hash of everything that determines the compiled module; derives nothing."""
     h = hashlib.sha256()
-    for part in (model.definition(), GENERATOR_VERSION, str(ABI_VERSION), _interface_digest(),
-                 json.dumps(list(flags)), json.dumps(_tool_versions(), sort_keys=True)):
+    for part in (definition, generator_digest(), json.dumps(list(flags)),
+                 json.dumps(_tool_versions(), sort_keys=True)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -142,69 +170,86 @@ def load_module(path: Path, modname: str):
     return module
 
 
-def _meta(model, key: str, timings: dict) -> dict:
-    return {
-        "model": model.name, "key": key, "definition_hash": model.definition_hash(),
-        "generator_version": GENERATOR_VERSION, "abi_version": ABI_VERSION,
-        "sizes": {"n": model.n, "m": model.m, "n_p": len(model.parameters),
-                  "n_u": len(model.inputs), "n_s": len(model.outputs)},
-        "coordinates": model.coordinate_names, "parameters": model.parameter_names,
-        "inputs": model.input_names, "outputs": model.output_names,
-        "flags": list(COMPILE_FLAGS), "tools": _tool_versions(), "timings": timings,
-    }
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
-def compile_model(model, cache_dir=None, *, verbose: bool = False):
-    """Derive + emit + build ``model``, or load it from the cache. Returns a System."""
-    from .derivation import derive
-    from .emit import emit_cython
-    from .system import System
+def _intact(folder: Path, so_name: str) -> bool:
+    """Does the folder hold the extension exactly as it was built (checksum in meta.json)?"""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        return meta.get("sha256") == _sha256(folder / so_name)
+    except (OSError, ValueError):
+        return False
 
+
+def build_cached(name: str, key: str, make_source: Callable[[], tuple[str, dict]],
+                 cache_dir=None, *, meta: dict | None = None,
+                 validate: Callable | None = None, verbose: bool = False):
+    """Load the extension of ``name`` and ``key`` from the cache, or build it.
+
+    ``make_source()`` returns (source text, timings) and runs only on a miss. ``validate``
+    (module -> None or the reason it does not belong to the caller) rejects a loaded module,
+    which is then rebuilt once. Returns (module, info): the cache key, the folder, whether the
+    cache was hit, and the timings of a build.
+    """
     t_start = time.perf_counter()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    key = cache_key(model)
-    dirname, modname = build_name(model.name, key)
+    dirname, modname = build_name(name, key)
     final = cache / dirname
     so_name = f"{modname}{sysconfig.get_config_var('EXT_SUFFIX')}"
     info = {"key": key, "folder": str(final), "cache_hit": True}
-
-    if not (final / so_name).is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        with open(cache / f".{dirname}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (final / so_name).is_file():
-                info["cache_hit"] = False
-                for stale in cache.glob(f".tmp-{dirname}-*"):
-                    shutil.rmtree(stale, ignore_errors=True)
-                if final.exists():
-                    # only an atomic rename creates it, so it was damaged afterwards
-                    shutil.rmtree(final)
-                timings = {}
-                t0 = time.perf_counter()
-                derived = derive(model)
-                timings["derive_s"] = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                text = emit_cython(derived, definition_hash=model.definition_hash())
-                timings["emit_s"] = time.perf_counter() - t0
-                tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dirname}-", dir=cache))
-                write_source(text, tmp, modname)
-                if verbose:
-                    print(f"symdae: compiling {model.name} in {tmp}", file=sys.stderr)
-                t0 = time.perf_counter()
-                try:
-                    compile_module(tmp, modname)
-                except BuildError as exc:
-                    failed = cache / f"{dirname}.failed"
-                    shutil.rmtree(failed, ignore_errors=True)
-                    tmp.rename(failed)
-                    exc.log_path = str(failed / "build.log")
-                    raise BuildError(f"compiling model {model.name!r} failed; source and log "
-                                     f"kept in {failed}", exc.output, exc.log_path) from None
-                timings["compile_s"] = time.perf_counter() - t0
-                shutil.rmtree(tmp / "build", ignore_errors=True)
-                (tmp / "meta.json").write_text(json.dumps(_meta(model, key, timings), indent=1))
-                os.rename(tmp, final)
-                info.update(timings)
-    module = load_module(final / so_name, modname)
+    for attempt in range(2):
+        if not _intact(final, so_name):
+            info.update(_build(cache, dirname, modname, final, so_name, make_source,
+                               dict(meta or {}, key=key), verbose))
+        module = load_module(final / so_name, modname)
+        reason = validate(module) if validate is not None else None
+        if reason is None:
+            break
+        if attempt:
+            raise BuildError(f"the freshly built module {final} does not belong to {name!r}: "
+                             f"{reason}")
+        shutil.rmtree(final, ignore_errors=True)   # a stale or colliding folder: rebuild
     info["total_s"] = time.perf_counter() - t_start
-    return System(model, module, info)
+    return module, info
+
+
+def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
+           make_source, meta: dict, verbose: bool) -> dict:
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache / f".{dirname}.lock")):
+        if _intact(final, so_name):       # another process built it while we waited
+            return {}
+        for stale in cache.glob(f".tmp-{dirname}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        if final.exists():                # damaged after it was renamed into place
+            shutil.rmtree(final)
+        t0 = time.perf_counter()
+        text, timings = make_source()
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dirname}-", dir=cache))
+        write_source(text, tmp, modname)
+        if verbose:
+            print(f"symdae: compiling {dirname} in {tmp}", file=sys.stderr)
+        t1 = time.perf_counter()
+        try:
+            so = compile_module(tmp, modname)
+        except BuildError as exc:
+            failed = cache / f"{dirname}.failed"
+            shutil.rmtree(failed, ignore_errors=True)
+            tmp.rename(failed)
+            raise BuildError(f"compiling {dirname} failed; source and log kept in {failed}",
+                             exc.output, str(failed / "build.log")) from None
+        timings = dict(timings, source_s=t1 - t0, compile_s=time.perf_counter() - t1)
+        shutil.rmtree(tmp / "build", ignore_errors=True)
+        meta = dict(meta, sha256=_sha256(so), flags=list(COMPILE_FLAGS),
+                    tools=dict(_tool_versions(),
+                               compiler=_compiler_version(_compiler_command()[0])),
+                    timings=timings)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        os.rename(tmp, final)
+    return dict(timings, cache_hit=False)

@@ -151,6 +151,7 @@ def _cmd_simulate(args) -> int:
 
 
 def _cmd_identify(args) -> int:
+    from .errors import InputError, UnknownNameError
     from .costs import LeastSquares
     from .data import Measurement
     from .experiment import Experiment
@@ -161,13 +162,14 @@ def _cmd_identify(args) -> int:
     fixed = dict(args.param)
     free = args.free or list(ns.get("FREE", []))
     if not free:
-        raise ValueError("no free parameters: pass --free (or define FREE in the model file)")
+        raise InputError("no free parameters: pass --free (or define FREE in the model file)")
     start = {k: v for k, v in dict(ns.get("START", {})).items() if k in free}
     start.update(dict(args.start))
     nominal = dict(zip(model.parameter_names, model.nominal_values))
     for k in free:
         if k not in nominal:
-            raise KeyError(f"unknown parameter {k!r}; parameters: {model.parameter_names}")
+            raise UnknownNameError(f"unknown parameter {k!r}; parameters: "
+                                   f"{model.parameter_names}")
         start.setdefault(k, nominal[k])
 
     truth = None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DataError
+from .errors import DataError, InputError
 
 __all__ = ["Measurement", "ALIGN_MODES"]
 
@@ -134,7 +134,7 @@ class Measurement:
         * ``auto``: ``match`` if the sample times are grid times, else ``interpolate``.
         """
         if mode not in ALIGN_MODES:
-            raise ValueError(f"align must be one of {ALIGN_MODES}, got {mode!r}")
+            raise InputError(f"align must be one of {ALIGN_MODES}, got {mode!r}")
         if name not in self.values:
             raise DataError(f"{self.source}: no signal {name!r}; signals are "
                             f"{list(self.values)}")

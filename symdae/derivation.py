@@ -1,8 +1,8 @@
 """Exact derivation: from a :class:`~symdae.model.Model` to every matrix the HHT sweeps need.
 
 Pure SymPy, no code generation. All expressions are in the internal kernel symbols
-(``q[i]``, ``v[i]``, ``a[i]``, ``lam[k]``, ``p[j]``, ``u[l]``, time ``t``) and weight
-symbols ``w[i]`` for kernels that take run-time coefficients.
+(``q[i]``, ``v[i]``, ``a[i]``, ``lam[k]``, ``p[j]``, ``u[l]``, time ``t``). The kernels that
+combine these matrices (with run-time weights) are built in :mod:`symdae.kernels`.
 
 Notation (n coordinates, m constraints, n_p parameters, n_s outputs):
 
@@ -20,11 +20,7 @@ import sympy as sp
 from .errors import ModelError
 from .model import KernelSymbols, Model
 
-__all__ = ["DerivedSystem", "derive", "kernel_table", "KERNEL_NAMES"]
-
-
-def _weights(k: int) -> tuple:
-    return tuple(sp.Symbol(f"w[{i}]", real=True) for i in range(k))
+__all__ = ["DerivedSystem", "derive"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +29,6 @@ class DerivedSystem:
 
     name: str
     symbols: KernelSymbols
-    w: tuple
     M: sp.ImmutableMatrix
     Q: sp.ImmutableMatrix
     C: sp.ImmutableMatrix
@@ -68,68 +63,9 @@ class DerivedSystem:
     def m(self) -> int:
         return self.sizes["m"]
 
-    def newton_matrix(self) -> sp.ImmutableMatrix:
-        """The (n+m) x (n+m) Newton matrix of eq. (16) with run-time coefficients.
-
-        w[0] = 1/(1+alpha), w[1] = beta h^2, w[2] = gamma h:
-            [[w0 M + w1 (w0 J_M + J_G) + w2 G_V,  C_q^T],
-             [C_q,                                 0   ]]
-        With w = (1, 0, 0) it is the matrix of the consistent-initialisation system.
-        """
-        n, m = self.n, self.m
-        c_m, c_q, c_v = self.w[:3]
-        K = sp.zeros(n + m, n + m)
-        for i in range(n):
-            for j in range(n):
-                K[i, j] = c_m * self.M[i, j] + c_q * (c_m * self.JM[i, j] + self.JG[i, j]) \
-                    + c_v * self.GV[i, j]
-            for k in range(m):
-                K[i, n + k] = self.Cq[k, i]
-                K[n + k, i] = self.Cq[k, i]
-        return sp.ImmutableMatrix(K)
-
-    def state_vjp(self) -> list:
-        """w = (wM (n), wG (n), wC (m), wL (n)); out (+=) shaped like x = (q, v, a, lam):
-
-        qbar += J_M^T wM + J_G^T wG + C_q^T wC,  vbar += G_V^T wG,  lbar += C_q wL (the a-part
-        is never written). The adjoint sweep's products with the Jacobian blocks, structural
-        zeros skipped.
-        """
-        n, m = self.n, self.m
-        wM, wG = self.w[:n], self.w[n:2 * n]
-        wC, wL = self.w[2 * n:2 * n + m], self.w[2 * n + m:3 * n + m]
-
-        def dot(pairs):
-            return sp.Add(*[w * e for w, e in pairs if e != 0])
-
-        qbar = [dot([(wM[i], self.JM[i, j]) for i in range(n)]
-                    + [(wG[i], self.JG[i, j]) for i in range(n)]
-                    + [(wC[k], self.Cq[k, j]) for k in range(m)]) for j in range(n)]
-        vbar = [dot([(wG[i], self.GV[i, j]) for i in range(n)]) for j in range(n)]
-        lbar = [dot([(wL[j], self.Cq[k, j]) for j in range(n)]) for k in range(m)]
-        return qbar + vbar + [sp.S.Zero] * n + lbar
-
-    def output_vjp(self) -> list:
-        """w = dPhi_i (n_s); out (+=) = [xbar (3n + m), pbar (n_p)] = w^T [ds/dx, ds/dp]."""
-        ns = self.sizes["n_s"]
-        w = self.w[:ns]
-        out = []
-        for M in (self.Sx, self.Sp):
-            for c in range(M.shape[1]):
-                out.append(sp.Add(*[w[r] * M[r, c] for r in range(ns) if M[r, c] != 0]))
-        return out
-
-    def param_vjp(self) -> list:
-        """out[j] += wM . P_M[:, j] + wG . P_G[:, j] + wC . P_C[:, j], w = (wM, wG, wC)."""
-        n, m = self.n, self.m
-        wM, wG, wC = self.w[:n], self.w[n:2 * n], self.w[2 * n:2 * n + m]
-        out = []
-        for j in range(self.sizes["n_p"]):
-            terms = [wM[i] * self.PM[i, j] for i in range(n) if self.PM[i, j] != 0]
-            terms += [wG[i] * self.PG[i, j] for i in range(n) if self.PG[i, j] != 0]
-            terms += [wC[k] * self.PC[k, j] for k in range(m) if self.PC[k, j] != 0]
-            out.append(sp.Add(*terms))
-        return out
+    @property
+    def n_p(self) -> int:
+        return self.sizes["n_p"]
 
 
 def _imm(x) -> sp.ImmutableMatrix:
@@ -188,47 +124,10 @@ def derive(model: Model) -> DerivedSystem:
     v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
 
     sizes = dict(n=n, m=m, n_p=n_p, n_u=n_u, n_s=len(model.outputs))
-    n_w = max(3, 3 * n + m, len(model.outputs))
     return DerivedSystem(
-        name=model.name, symbols=S, w=_weights(n_w), M=_imm(M), Q=_imm(Q), C=_imm(C),
+        name=model.name, symbols=S, M=_imm(M), Q=_imm(Q), C=_imm(C),
         Cq=_imm(Cq), Ma=_imm(Ma), g=_imm(g), JM=JM, JG=JG, GV=GV, PM=PM, PG=PG, PC=_imm(PC),
         s=_imm(s), Sx=_imm(Sx), Sp=_imm(Sp), cdot=_imm(cdot), gamma=_imm(gamma),
         Rc_q=_imm(Rc_q), gamma_v=_imm(gamma_v), Rc_p=_imm(Rc_p), q0=_imm(q0), v0=_imm(v0),
         q0_p=_jac(q0, p), v0_p=_jac(v0, p), sizes=sizes,
     )
-
-
-# The order and layout of these kernels is the ABI shared with symdae/core/symdae_kernels.h.
-KERNEL_NAMES = (
-    "residual", "newton", "jacobians", "param_jacobians", "param_vjp", "state_vjp", "outputs",
-    "output_jacobians", "output_vjp", "initial_state", "initial_state_jacobian",
-    "constraint_velocity", "acceleration_constraint",
-)
-
-
-def _flat(*mats) -> list:
-    out = []
-    for M in mats:
-        out.extend(list(M))  # row-major
-    return out
-
-
-def kernel_table(ds: DerivedSystem) -> dict:
-    """Kernel name -> (flat list of output expressions, accumulate?) in the ABI layout."""
-    table = {
-        "residual": (_flat(ds.Ma, ds.g, ds.C), False),
-        "newton": (_flat(ds.newton_matrix()), False),
-        "jacobians": (_flat(ds.JM, ds.JG, ds.GV, ds.Cq), False),
-        "param_jacobians": (_flat(ds.PM, ds.PG, ds.PC), False),
-        "param_vjp": (ds.param_vjp(), True),
-        "state_vjp": (ds.state_vjp(), True),
-        "outputs": (_flat(ds.s), False),
-        "output_jacobians": (_flat(ds.Sx, ds.Sp), False),
-        "output_vjp": (ds.output_vjp(), True),
-        "initial_state": (_flat(ds.q0, ds.v0), False),
-        "initial_state_jacobian": (_flat(ds.q0_p, ds.v0_p), False),
-        "constraint_velocity": (_flat(ds.cdot), False),
-        "acceleration_constraint": (_flat(ds.gamma, ds.Rc_q, ds.gamma_v, ds.Rc_p), False),
-    }
-    assert tuple(table) == KERNEL_NAMES
-    return table

@@ -340,13 +340,15 @@ class Model:
     def definition_hash(self) -> str:
         return hashlib.sha256(self.definition().encode()).hexdigest()
 
-    def compile(self, cache_dir=None, *, verbose: bool = False):
+    def compile(self, cache_dir=None, *, backend: str = "auto", verbose: bool = False):
         """Derive, emit and build this model's kernels, or load them from the cache.
 
         Returns a :class:`symdae.System`. A warm cache neither derives nor compiles.
+        ``backend``: ``"auto"`` (compiled, or NumPy with a warning where no C compiler
+        exists), ``"compiled"`` or ``"numpy"`` (see :mod:`symdae.pipeline`).
         """
-        from .build import compile_model
-        return compile_model(self, cache_dir=cache_dir, verbose=verbose)
+        from .pipeline import compile_model
+        return compile_model(self, cache_dir=cache_dir, backend=backend, verbose=verbose)
 
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, n={self.n}, m={self.m}, parameters={len(self.parameters)},"

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import _hht
-from .errors import SimulationError
+from .errors import InputError, SimulationError, UnknownNameError
 from .initial import init_adjoint, init_tangent
 
 __all__ = ["TangentResult", "tangent", "adjoint_gradient", "directions"]
@@ -37,7 +36,10 @@ class TangentResult:
 
     def output(self, system, name: str) -> np.ndarray:
         """(N+1, nd) sensitivity of the output called ``name``."""
-        return self.ds[:, system.model.output_names.index(name), :]
+        names = system.model.output_names
+        if name not in names:
+            raise UnknownNameError(f"the model has no output {name!r}; its outputs are {names}")
+        return self.ds[:, names.index(name), :]
 
 
 def directions(system, which) -> np.ndarray:
@@ -47,13 +49,14 @@ def directions(system, which) -> np.ndarray:
         which = [which]
     if isinstance(which, np.ndarray) and which.ndim == 2:
         if which.shape[0] != len(names):
-            raise ValueError(f"direction matrix has {which.shape[0]} rows, the model has "
+            raise InputError(f"direction matrix has {which.shape[0]} rows, the model has "
                              f"{len(names)} parameters")
         return np.ascontiguousarray(which, dtype=float)
     D = np.zeros((len(names), len(which)))
     for j, name in enumerate(which):
         if name not in names:
-            raise KeyError(f"unknown parameter {name!r}; the model's parameters are {names}")
+            raise UnknownNameError(f"unknown parameter {name!r}; the model's parameters are "
+                                   f"{names}")
         D[names.index(name), j] = 1.0
     return D
 
@@ -61,9 +64,9 @@ def directions(system, which) -> np.ndarray:
 def _check(system, traj):
     sw = getattr(traj, "_sweep", None)
     if sw is None:
-        raise ValueError("this trajectory carries no sweep data; simulate it with this system")
-    if traj.q.shape[1] != system.model.n or sw.p.shape[0] != system.kernels.n_p + 1:
-        raise ValueError("the trajectory does not belong to this system")
+        raise InputError("this trajectory carries no sweep data; simulate it with this system")
+    if traj.q.shape[1] != system.model.n or sw.forward.p.shape[0] != system.sizes.n_p:
+        raise InputError("the trajectory does not belong to this system")
     if sw.x0.projected:
         # The projection makes (q0, v0) depend on p through the constraints and through the
         # initial-state expressions; its exact derivative (which needs the Jacobians of
@@ -75,6 +78,12 @@ def _check(system, traj):
     return sw
 
 
+def _singular(report, what: str):
+    if not report.ok:
+        raise SimulationError(f"the Newton matrix of step {report.step} became singular in the "
+                              f"{what} sweep")
+
+
 def tangent(system, traj, which) -> TangentResult:
     """Forward sensitivities of ``traj`` along parameter directions ``which``.
 
@@ -82,39 +91,30 @@ def tangent(system, traj, which) -> TangentResult:
     """
     sw = _check(system, traj)
     D = directions(system, which)
-    k = system.kernels
-    n, m, ns, nd, N = k.n, k.m, k.n_s, D.shape[1], sw.N
-    D_pad = np.vstack([D, np.zeros((1, nd))]) if k.n_p == 0 else D
-    dQ, dV, dA = (np.zeros((N + 1, nd, n)) for _ in range(3))
-    dL = np.zeros((N + 1, nd, m))
-    dS = np.zeros((N + 1, nd, ns))
-    dq0, dv0, da0, dl0 = init_tangent(k, sw.x0, sw.p[:-1], sw.t0, sw.U[0], D)
-    dQ[0], dV[0], dA[0], dL[0] = dq0.T, dv0.T, da0.T, dl0.T
-    status = _hht.tangent(k, sw.t0, sw.h, N, sw.alpha, sw.p, sw.U, traj.q, traj.v, traj.a,
-                          traj.lam, sw.LU, sw.PIV, sw.TAU, np.ascontiguousarray(D_pad), dQ, dV,
-                          dA, dL, dS)
-    if status != 0:
-        raise SimulationError("the Newton matrix became singular in the tangent sweep")
+    fwd = sw.forward
+    dx0 = init_tangent(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0], D)
+    res = system.backend.tangent(fwd, D, tuple(x.T for x in dx0))
+    _singular(res.report, "tangent")
     tr = (0, 2, 1)
-    return TangentResult(dQ.transpose(tr), dV.transpose(tr), dA.transpose(tr),
-                         dL.transpose(tr), dS.transpose(tr), D)
+    return TangentResult(res.dq.transpose(tr), res.dv.transpose(tr), res.da.transpose(tr),
+                         res.dlam.transpose(tr), res.ds.transpose(tr), D)
 
 
 def adjoint_gradient(system, traj, dPhi: np.ndarray) -> np.ndarray:
     """dJ/dp (all n_p parameters) for a cost J whose derivative with respect to the output
     samples is ``dPhi`` (N+1, n_s), by the discrete adjoint sweep."""
     sw = _check(system, traj)
-    k = system.kernels
-    dPhi = np.ascontiguousarray(dPhi, dtype=float)
-    if dPhi.shape != (sw.N + 1, k.n_s):
-        raise ValueError(f"dPhi has shape {dPhi.shape}, expected {(sw.N + 1, k.n_s)} "
-                         "(one row per time step, one column per output)")
+    fwd = sw.forward
+    dPhi = np.asarray(dPhi, dtype=float)
+    if dPhi.shape != (fwd.grid.N + 1, system.sizes.n_s):
+        raise InputError(f"dPhi has shape {dPhi.shape}, expected "
+                         f"{(fwd.grid.N + 1, system.sizes.n_s)} (one row per time step, one "
+                         "column per output)")
     if not np.all(np.isfinite(dPhi)):
-        raise ValueError("dPhi contains NaN or infinity")
-    grad = np.zeros(k.n_p + 1)
-    xbar0 = np.zeros(3 * k.n + k.m)
-    status = _hht.adjoint(k, sw.t0, sw.h, sw.N, sw.alpha, sw.p, sw.U, traj.q, traj.v, traj.a,
-                          traj.lam, sw.LU, sw.PIV, sw.TAU, dPhi, grad, xbar0)
-    if status != 0:
-        raise SimulationError("the Newton matrix became singular in the adjoint sweep")
-    return grad[:-1] + init_adjoint(k, sw.x0, sw.p[:-1], sw.t0, sw.U[0], xbar0)
+        i, j = np.argwhere(~np.isfinite(dPhi))[0]
+        raise InputError(f"dPhi (the cost's derivative) is {dPhi[i, j]} for output "
+                         f"{system.model.output_names[j]!r} at t = {traj.t[i]:.9g} (step {i})")
+    res = system.backend.adjoint(fwd, dPhi)
+    _singular(res.report, "adjoint")
+    return res.grad + init_adjoint(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0],
+                                   res.xbar0)

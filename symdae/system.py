@@ -1,4 +1,4 @@
-"""A compiled model: its kernels plus validated entry points to the compiled sweeps."""
+"""A compiled model: its backend (kernels and sweeps) plus validated entry points."""
 from __future__ import annotations
 
 import math
@@ -8,31 +8,23 @@ from typing import Mapping
 
 import numpy as np
 
-from .core import _hht
+from .backends.base import ForwardResult, Grid, SweepReport
 from .errors import (InputError, ModelError, NewtonError, SimulationError, SingularMatrixError,
                      UnknownNameError)
 from .initial import InitialState, initial_state
+from .kernels import Sizes
 from .scenario import Scenario
 from .trajectory import Trajectory
 
 __all__ = ["System", "SweepData"]
-_STATUS = _hht.STATUS
 
 
 @dataclass
 class SweepData:
     """What a forward sweep leaves for the tangent and adjoint sweeps."""
 
-    p: np.ndarray          # padded to length >= 1
-    U: np.ndarray          # (N+1, n_u)
-    LU: np.ndarray | None  # (N+1, nm, nm) factorised Newton matrices at accepted states
-    PIV: np.ndarray | None
-    TAU: np.ndarray | None  # (N+1, n_tau) the hoisted time terms at each state
+    forward: ForwardResult
     x0: InitialState
-    t0: float
-    h: float
-    N: int
-    alpha: float
 
 
 def _call_on_grid(f, t: np.ndarray, name: str) -> np.ndarray:
@@ -51,22 +43,24 @@ def _call_on_grid(f, t: np.ndarray, name: str) -> np.ndarray:
 
 
 class System:
-    """A model whose kernels are compiled and loaded. Made by :meth:`Model.compile`.
+    """A model with its kernels compiled (or lambdified) and loaded. Made by
+    :meth:`Model.compile`.
 
-    Attributes: ``model``, ``kernels`` (the core's view of the kernel table), ``build_info``
-    (cache key, folder, whether the cache was hit, timings of a cold build).
+    Attributes: ``model``, ``backend`` (the kernels and sweeps, see
+    :mod:`symdae.backends.base`), ``sizes``, ``build_info`` (cache key, folder, whether the
+    cache was hit, timings of a cold build).
     """
 
-    def __init__(self, model, module, build_info: dict | None = None):
+    def __init__(self, model, backend, build_info: dict | None = None):
         self.model = model
-        self.module = module
-        self.kernels = _hht.Kernels(module)
+        self.backend = backend
         self.build_info = dict(build_info or {})
-        k = self.kernels
+        self.sizes: Sizes = backend.sizes
+        k = self.sizes
         expected = (model.n, model.m, len(model.parameters), len(model.inputs),
                     len(model.outputs))
         if (k.n, k.m, k.n_p, k.n_u, k.n_s) != expected:
-            raise ModelError(f"compiled module {module.__name__} has sizes "
+            raise ModelError(f"the kernels of {model.name!r} have sizes "
                              f"{(k.n, k.m, k.n_p, k.n_u, k.n_s)}, the model {expected}")
 
     # ------------------------------------------------------------------ run-time data
@@ -136,85 +130,76 @@ class System:
         """
         t_start = time.perf_counter()
         sc = Scenario.make(scenario, **fields)
-        model, k = self.model, self.kernels
-        n, m, nm = model.n, model.m, model.n + model.m
-        N, t0, h, alpha = sc.n_steps, sc.t0, sc.h, sc.alpha
-        sc.check_memory(8 * (3 * n + m + k.n_s + k.n_u + 1))
+        model, sz = self.model, self.sizes
+        sc.check_memory(8 * (sz.nx + sz.n_s + sz.n_u + 1))
         if store_factorizations:
-            sc.check_memory(8 * (nm * nm + k.n_tau) + 4 * nm + 8 * (3 * n + m + k.n_s),
+            sc.check_memory(8 * (sz.nm * sz.nm + sz.n_tau + sz.nx + sz.n_s) + 4 * sz.nm,
                             "the trajectory and the stored factorisations")
         t = sc.times
         p = self.parameter_vector(params)
         U = self.input_array(sc.inputs, t)
-        x0 = initial_state(k, model, p, t0, U[0], sc.q0, sc.v0, tol=sc.init_tol,
-                           project=sc.project)
-
-        Q, V, A = np.empty((N + 1, n)), np.empty((N + 1, n)), np.empty((N + 1, n))
-        L = np.empty((N + 1, m))
-        S = np.zeros((N + 1, k.n_s))
-        Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
-        if store_factorizations:
-            # every entry is written by the sweep
-            LU = np.empty((N + 1, nm, nm))
-            PIV = np.empty((N + 1, nm), dtype=np.intc)
-            TAU = np.empty((N + 1, k.n_tau))
-        else:
-            LU = PIV = TAU = None
-        counters = np.zeros(4, dtype=np.intp)
-        info = np.array([0.0, 0.0, 0.0, 0.0, -1.0, 0.0])
-        p_pad = np.concatenate([p, [0.0]])
-        status = _hht.forward(k, t0, h, N, alpha, p_pad, U, Q, V, A, L, S,
-                              LU, PIV, TAU, sc.rtol, sc.max_iter, counters, info)
-        if status != _STATUS["OK"]:
-            self._raise(status, info, N, h)
-        wall = time.perf_counter() - t_start
+        x0 = initial_state(self.backend, model, p, sc.t0, U[0], sc.q0, sc.v0,
+                           tol=sc.init_tol, project=sc.project)
+        grid = Grid(sc.t0, sc.h, sc.n_steps, sc.alpha)
+        fwd = self.backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol,
+                                   sc.max_iter, store_factorizations)
+        if not fwd.report.ok:
+            self._raise(fwd.report, grid)
+        self._check_outputs(fwd.S, t)
         return Trajectory(
-            t=t, q=Q, v=V, a=A, lam=L,
-            outputs={name: S[:, j] for j, name in enumerate(model.output_names)},
-            counters=dict(steps=int(counters[0]), newton_iterations=int(counters[1]),
-                          factorizations=int(counters[2]),
-                          jacobian_refreshes=int(counters[3])),
+            t=t, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
+            outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},
+            counters=fwd.report.counters.as_dict(),
             params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
-            coordinate_names=model.coordinate_names, wall_time=wall,
-            _sweep=SweepData(p_pad, U, LU, PIV, TAU, x0, t0, h, N, alpha),
+            coordinate_names=model.coordinate_names,
+            wall_time=time.perf_counter() - t_start, _sweep=SweepData(fwd, x0),
         )
 
-    def _raise(self, status: int, info: np.ndarray, N: int, h: float):
-        t, step, iters, rnorm, idx, r_first = info
-        where = f"t = {t:.9g} (step {int(step)} of {N}, h = {h:g})"
-        if status == _STATUS["NEWTON_FAILED"]:
+    def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
+        """The states are finite (the sweep checks them); an output expression may not be."""
+        if S.size and not np.all(np.isfinite(S)):
+            i, j = np.argwhere(~np.isfinite(S))[0]
+            raise SimulationError(
+                f"output {self.model.output_names[j]!r} is {S[i, j]} at t = {t[i]:.9g} (step "
+                f"{i}), its first non-finite sample: check its expression (a square root or "
+                "logarithm of a negative value, a division by zero)")
+
+    def _raise(self, rep: SweepReport, grid: Grid):
+        where = f"t = {rep.time:.9g} (step {rep.step} of {grid.N}, h = {grid.h:g})"
+        if rep.status == "newton_failed":
             how = "did not converge"
-            if idx >= 0:
+            if rep.pivot >= 0:
                 how = ("diverged (the Newton matrix became singular at an iterate far from the "
                        "solution)")
-            elif rnorm > 1e3 * r_first:
+            elif rep.residual_norm > 1e3 * rep.first_residual_norm:
                 how = "diverged"
             raise NewtonError(
-                f"Newton's method {how} at {where} after {int(iters)} iterations; residual "
-                f"max-norm {r_first:.3e} at the first iterate, {rnorm:.3e} at the last. Reduce "
-                "h, check the parameter values, or raise max_iter.", time=float(t),
-                step=int(step), iterations=int(iters), residual_norm=float(rnorm))
-        if status == _STATUS["SINGULAR"]:
+                f"Newton's method {how} at {where} after {rep.iterations} iterations; residual "
+                f"max-norm {rep.first_residual_norm:.3e} at the first iterate, "
+                f"{rep.residual_norm:.3e} at the last. Reduce h, check the parameter values, or "
+                "raise max_iter.", time=rep.time, step=rep.step, iterations=rep.iterations,
+                residual_norm=rep.residual_norm)
+        if rep.status == "singular":
             names = self.model.coordinate_names + [f"constraint {j}" for j in range(self.model.m)]
-            j = int(idx)
+            j = rep.pivot
             what = names[j] if 0 <= j < len(names) else f"row {j}"
             raise SingularMatrixError(
                 f"the Newton matrix of eq. (16) is singular at {where}: pivot {j} (about "
                 f"{what}) vanished; a zero mass or redundant constraints make the augmented "
                 "matrix singular")
-        if status == _STATUS["NOT_FINITE"]:
-            raise SimulationError(f"NaN or infinity in the residual or Newton matrix at {where}"
-                                  f" (residual max-norm {rnorm:.3e}); check the model's "
-                                  "expressions (division by zero, overflow) and the step h")
-        raise SimulationError(f"HHT sweep failed with status {status} at {where}")
+        raise SimulationError(f"NaN or infinity in the residual or Newton matrix at {where} "
+                              f"(residual max-norm {rep.residual_norm:.3e}); check the model's "
+                              "expressions (division by zero, overflow) and the step h")
 
     # ------------------------------------------------------------------ kernels
     def evaluate(self, kernel: str, t: float, q, v, a, lam, params: Mapping | None = None,
                  u=None, w=None) -> np.ndarray:
-        """Evaluate one generated kernel at one state (flat output, see symdae_kernels.h)."""
+        """Evaluate one kernel at one state (flat output; ``symdae.kernels.split`` names its
+        blocks, ``symdae.kernels.pack_weights`` builds ``w``)."""
         p = self.parameter_vector(params)
-        u = np.zeros(self.kernels.n_u) if u is None else u
-        return self.kernels.evaluate(kernel, float(t), q, v, a, lam, p, u, w=w)
+        u = np.zeros(self.sizes.n_u) if u is None else u
+        return self.backend.evaluate(kernel, float(t), q, v, a, lam, p, u, w=w)
 
     def __repr__(self) -> str:
-        return f"System({self.model!r}, folder={self.build_info.get('folder')!r})"
+        return (f"System({self.model!r}, backend={self.backend.name!r}, "
+                f"folder={self.build_info.get('folder')!r})")

@@ -24,8 +24,7 @@ import symdae
 from symdae import build
 from symdae.errors import BuildError
 
-derive_module = importlib.import_module("symdae.derivation")
-emit_module = importlib.import_module("symdae.emit")
+pipeline = importlib.import_module("symdae.pipeline")
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
 
 MODEL_SOURCE = '''
@@ -59,7 +58,7 @@ def forbid(monkeypatch, *names):
     """Make the named build stages raise if anything calls them."""
     def boom(*args, **kwargs):
         raise AssertionError("a cache hit must not derive, emit or compile")
-    targets = {"derive": (derive_module, "derive"), "emit": (emit_module, "emit_cython"),
+    targets = {"derive": (pipeline, "derive"), "emit": (pipeline, "emit_cython"),
                "compile": (build, "compile_module")}
     for n in names:
         monkeypatch.setattr(*targets[n], boom)
@@ -82,7 +81,7 @@ def test_first_compile_builds(base, cache):
     assert info["cache_hit"] is False
     folder = Path(info["folder"])
     assert folder.parent == cache and folder.name.startswith("cache_probe-")
-    assert info["key"] == build.cache_key(make_model())
+    assert info["key"] == build.cache_key(make_model().definition())
     assert folder.name == build.build_name("cache_probe", info["key"])[0]
     for f in ("kernels.pyx", "meta.json", "build.log"):
         assert (folder / f).is_file(), f
@@ -103,7 +102,7 @@ def test_second_compile_hits_and_does_not_derive(base, cache, monkeypatch):
 
 def test_parameter_value_does_not_change_the_key(base, cache, monkeypatch):
     other = make_model(stiffness=55.0)
-    assert build.cache_key(other) == base.build_info["key"]
+    assert build.cache_key(other.definition()) == base.build_info["key"]
     forbid(monkeypatch, "derive", "emit", "compile")
     system = other.compile(cache_dir=cache)
     assert system.build_info["cache_hit"] is True
@@ -117,7 +116,7 @@ def test_parameter_value_does_not_change_the_key(base, cache, monkeypatch):
 
 def test_changed_expression_rebuilds(base, cache):
     changed = make_model(cubic=True)
-    key = build.cache_key(changed)
+    key = build.cache_key(changed.definition())
     assert key != base.build_info["key"]
     system = changed.compile(cache_dir=cache)
     info = system.build_info
@@ -141,7 +140,7 @@ def probe_kwargs():
 @pytest.mark.parametrize("mutate", ["none", "name", "order", "assumption", "output", "initial"])
 def test_key_sees_definition_changes(mutate):
     """Keys differ for any change that shapes the generated code (no compile needed)."""
-    ref = build.cache_key(make_model())
+    ref = build.cache_key(make_model().definition())
     x, kw = probe_kwargs()
     m, c, d = sp.symbols("m c d")
     name = "cache_probe"
@@ -157,7 +156,7 @@ def test_key_sees_definition_changes(mutate):
         kw["outputs"] = {"x": x, "v": x.diff(dynamicsymbols._t)}
     elif mutate == "initial":
         kw["initial_state"] = {x: 1.5}
-    key = build.cache_key(symdae.Model(name, [x], **kw))
+    key = build.cache_key(symdae.Model(name, [x], **kw).definition())
     assert (key == ref) == (mutate == "none")
 
 
@@ -213,7 +212,7 @@ def test_killed_build_is_never_loaded(tmp_path):
     cache, barrier = tmp_path / "cache", tmp_path / "barrier"
     barrier.mkdir()
     model = make_model("kill_probe")
-    dirname, modname = build.build_name(model.name, build.cache_key(model))
+    dirname, modname = build.build_name(model.name, build.cache_key(model.definition()))
     proc = start_worker(tmp_path, cache, barrier, "0", 1, "kill_probe", 0)
     try:
         deadline = time.time() + 120
@@ -240,7 +239,7 @@ def test_killed_build_is_never_loaded(tmp_path):
 def test_damaged_cache_folder_is_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     model = make_model("damaged_probe")
-    dirname, _ = build.build_name(model.name, build.cache_key(model))
+    dirname, _ = build.build_name(model.name, build.cache_key(model.definition()))
     (cache / dirname).mkdir(parents=True)
     (cache / dirname / "kernels.pyx").write_text("# left over\n")
     system = model.compile(cache_dir=cache)
@@ -299,9 +298,9 @@ def test_failed_compile_carries_output_and_log(tmp_path, kind):
 def test_failed_model_build_keeps_log_and_next_build_succeeds(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     model = make_model("fail_probe")
-    dirname, _ = build.build_name(model.name, build.cache_key(model))
-    real_emit = emit_module.emit_cython
-    monkeypatch.setattr(emit_module, "emit_cython",
+    dirname, _ = build.build_name(model.name, build.cache_key(model.definition()))
+    real_emit = pipeline.emit_cython
+    monkeypatch.setattr(pipeline, "emit_cython",
                         lambda *a, **k: real_emit(*a, **k) + "\ncdef int broken(:\n")
     with pytest.raises(BuildError) as exc:
         model.compile(cache_dir=cache)
@@ -310,6 +309,68 @@ def test_failed_model_build_keeps_log_and_next_build_succeeds(tmp_path, monkeypa
     assert str(log) in str(exc.value) and "fail_probe" in str(exc.value)
     assert "Error compiling Cython file" in str(exc.value)
     assert folders(cache) == [] and not list(cache.glob(".tmp-*"))
-    monkeypatch.setattr(emit_module, "emit_cython", real_emit)
+    monkeypatch.setattr(pipeline, "emit_cython", real_emit)
     system = model.compile(cache_dir=cache)
     assert system.build_info["cache_hit"] is False and folders(cache) == [dirname]
+
+
+# ---------------------------------------------------------------------------- correctness
+def test_truncated_extension_is_rebuilt_not_loaded(tmp_path):
+    """A damaged extension (truncated: loading it would kill the process with SIGBUS) fails
+    the checksum recorded at build time and is rebuilt. Built and loaded in subprocesses: this
+    process must not map the file it truncates."""
+    cache = tmp_path / "cache"
+    (tmp_path / "probe.py").write_text(MODEL_SOURCE)
+    code = ("import sys, symdae; sys.path.insert(0, sys.argv[2]); from probe import make_model;"
+            "s = make_model('truncated_probe').compile(cache_dir=sys.argv[1]);"
+            "print(s.build_info['cache_hit'], repr(s.simulate(t_end=0.1, h=0.01).q[-1, 0]))")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code, str(cache), str(tmp_path)],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr      # a SIGBUS would be a negative code
+        return out.stdout.split()
+
+    hit, q_first = run()
+    assert hit == "False"
+    (so,) = cache.glob(f"truncated_probe-*/*{EXT}")
+    so.write_bytes(so.read_bytes()[:4096])
+    hit, q_end = run()
+    assert hit == "False" and q_end == q_first
+    assert run() == ["True", q_first]
+
+
+def test_module_of_another_definition_is_rebuilt(tmp_path, monkeypatch):
+    """The definition hash embedded in a loaded module must be the model's: a folder that
+    answers to the key but holds another model's kernels is rebuilt."""
+    cache = tmp_path / "cache"
+    a, b = make_model("collide_probe"), make_model("collide_probe", cubic=True)
+    built_a = a.compile(cache_dir=cache)
+    monkeypatch.setattr(build, "cache_key", lambda definition, flags=None:
+                        built_a.build_info["key"])    # force b onto a's folder
+    built_b = b.compile(cache_dir=cache)
+    assert built_b.build_info["cache_hit"] is False
+    assert built_b.backend.module.DEFINITION_HASH == b.definition_hash()
+    tr = built_b.simulate(t_end=0.01, h=0.01, q0=[0.5], v0=[0.0])
+    assert tr.a[0, 0] == pytest.approx(-40.0 * 0.125, rel=1e-14)     # the cubic force
+
+
+def test_key_hashes_the_generator_sources(monkeypatch):
+    """No hand-bumped version: the key covers the sources the emitted code depends on."""
+    for rel in build.GENERATOR_SOURCES:
+        assert (Path(build.__file__).parent / rel).is_file(), rel
+    for module in ("derivation", "kernels", "emit", "printer", "model"):
+        assert f"{module}.py" in build.GENERATOR_SOURCES
+    definition = make_model().definition()
+    ref = build.cache_key(definition)
+    monkeypatch.setattr(build, "generator_digest", lambda: "another generator")
+    assert build.cache_key(definition) != ref
+
+
+def test_warm_load_starts_no_subprocess(base, cache, monkeypatch):
+    """A warm load asks no compiler anything (its version is recorded at build time only)."""
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError(f"a warm load started a subprocess: {args}")
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    again = make_model().compile(cache_dir=cache)
+    assert again.build_info["cache_hit"] is True

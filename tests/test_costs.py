@@ -109,7 +109,7 @@ def test_least_squares_full_grid_several_outputs(oscillator, traj):
     r_q = traj.outputs["q"] - ref_q
     J_ref = 0.5 * (2.5 * np.sum(eta * r_a ** 2) + 40.0 * np.sum(eta * r_q ** 2))
     assert J == pytest.approx(J_ref, rel=1e-12)
-    assert dS.shape == (N + 1, oscillator.kernels.n_s)
+    assert dS.shape == (N + 1, oscillator.sizes.n_s)
     # the grid spacing t_{i+1} - t_i equals h only to round-off (~1e-13 relative)
     np.testing.assert_allclose(dS[:, col(oscillator, "a")], 2.5 * eta * r_a, rtol=1e-12, atol=0)
     np.testing.assert_allclose(dS[:, col(oscillator, "q")], 40.0 * eta * r_q, rtol=1e-12, atol=0)

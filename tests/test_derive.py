@@ -15,7 +15,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.derivation import KERNEL_NAMES, kernel_table
+from symdae.kernels import KERNEL_NAMES, Sizes, kernel_expressions, layout
 from symdae.errors import ModelError
 
 
@@ -172,8 +172,8 @@ def test_structural_zeros_are_not_written(name, chunk_ops):
     kwargs = {} if chunk_ops is None else {"chunk_ops": chunk_ops}
     source = symdae.emit_cython(ds, **kwargs)
     written = written_entries(source)
-    table = kernel_table(ds)
-    assert list(written) == list(KERNEL_NAMES) + list(symdae.emit.INTERNAL_KERNELS)
+    table = kernel_expressions(ds)
+    assert list(written) == list(KERNEL_NAMES)
     if chunk_ops is not None:
         assert re.search(r"cdef void _k_\w+_1\(", source), "small chunk_ops split no kernel"
     for kernel, (exprs, accumulate) in table.items():
@@ -220,3 +220,43 @@ def test_kernel_slot_names_are_reserved(bad):
     s = sp.Symbol(bad)
     with pytest.raises(ModelError, match="reserved"):
         symdae.Model("reserved", [x], mass_matrix=[[1]], forces=[-s * x], parameters={s: 1.0})
+
+
+@pytest.mark.parametrize("name", ["slider_crank", "engine_mount"])
+def test_every_output_range_is_labelled_with_its_block(name):
+    """Each out[i] follows a comment naming the spec block that holds entry i (a spec name,
+    never a user's), with the block's exact range."""
+    model, _ = symdae.load_model(name)
+    ds = symdae.derive(model)
+    source = symdae.emit_cython(ds)
+    kernel, block, seen = None, None, []
+    for line in source.splitlines():
+        mk = re.match(r"# kernel (\w+):", line)
+        if mk:
+            kernel, block = mk.group(1), None
+            lay = layout(kernel, Sizes.of({**ds.sizes, "n_tau": 10**6}))
+            continue
+        mb = re.match(r"\s+# block (\w+) \(([^)]*)\): out\[(\d+):(\d+)\]$", line)
+        if mb:
+            block = mb.group(1)
+            start, stop = int(mb.group(3)), int(mb.group(4))
+            assert block in lay, f"{name} {kernel}: comment names unknown block {block}"
+            if not kernel.startswith("time_terms"):
+                assert (start, stop) == lay[block][:2], f"{name} {kernel}.{block}: {line}"
+            seen.append((kernel, block))
+            continue
+        mo = re.match(r"\s+out\[(\d+)\] \+?= ", line)
+        if mo and not kernel.startswith("time_terms"):
+            i = int(mo.group(1))
+            start, stop, _ = lay[block]
+            assert start <= i < stop, f"{name} {kernel}: out[{i}] under block {block}"
+    assert ("newton", "K") in seen and ("state_vjp", "qbar") in seen
+
+
+@pytest.mark.parametrize("name", ["slider_crank", "engine_mount", "pendulum"])
+def test_no_bare_negation_temporaries(name):
+    model, _ = symdae.load_model(name)
+    source = symdae.emit_cython(symdae.derive(model))
+    bare = re.findall(r"^\s+(_t\d+) = -(\w+(\[\d+\])?)$", source, flags=re.M)
+    assert not bare, f"{name}: temporaries that only negate: {bare[:5]}"
+    assert re.search(r"^\s+_t\d+ = ", source, flags=re.M), "no temporaries at all: CSE off?"

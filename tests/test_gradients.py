@@ -492,7 +492,7 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
                                  for k in system.model.output_names}, quadrature="trapezoid")
     stored = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=True)
     bare = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=False)
-    assert bare._sweep.LU is None and stored._sweep.LU is not None
+    assert bare._sweep.forward.saved is None and stored._sweep.forward.saved is not None
     for x in ("q", "v", "a", "lam"):                 # the forward path does not depend on it
         np.testing.assert_array_equal(getattr(bare, x), getattr(stored, x))
     J, dPhi = cost.evaluate(system, stored)

@@ -2,11 +2,12 @@
 
 1. Every Jacobian a kernel returns equals a central finite difference of the generated kernel it
    differentiates (newton vs the HHT residual, jacobians / param_jacobians vs residual,
-   output_jacobians vs outputs, acceleration_constraint vs C_q a + gamma and vs the time
-   derivative of constraint_velocity, constraint_velocity vs the time derivative of C,
-   initial_state_jacobian vs initial_state); param_vjp equals param_jacobians^T w and newton
-   the combination of M and the jacobians blocks to round-off.
-2. Every compiled kernel equals the lambdified reference (symdae/reference.py).
+   state_jvp / param_jvp (applied to unit vectors) vs residual, output_jvp vs outputs,
+   acceleration_constraint vs C_q a + gamma and vs the time derivative of
+   constraint_velocity, constraint_velocity vs the time derivative of C,
+   initial_state_jacobian vs initial_state); the vjp kernels equal the transposed jvp
+   kernels, and newton the combination of M and the jacobians blocks, to round-off.
+2. Every compiled kernel equals the lambdified one of the NumPy backend.
 
 Tolerances. A central difference of f_i along x_j with step h_j = DELTA s_j (s_j the scale of
 x_j) errs by round-off ~ eps F_i / h_j (F_i: the size of the terms of f_i, see ``magnitude``)
@@ -33,8 +34,9 @@ import sympy as sp
 from sympy.core.function import ArgumentIndexError
 
 import symdae
-from symdae.derivation import KERNEL_NAMES, kernel_table
-from symdae.reference import LambdifiedKernels, lambdify_flat
+from symdae.backends.numpy import NumpyBackend, lambdify_flat
+from symdae.kernels import (KERNELS, kernel_expressions, pack_weights, split,
+                            weight_size)
 
 MODELS = ["oscillator", "engine_mount", "pendulum", "slider_crank", "spring_chain"]
 CONSTRAINED = ["engine_mount", "pendulum", "slider_crank"]
@@ -115,10 +117,11 @@ class Case:
         self.name = name
         self.model, _ = symdae.load_model(name)
         self.system = self.model.compile()
-        self.kernels = self.system.kernels
+        self.kernels = self.system.backend
+        self.sizes = self.system.sizes
         self.ds = symdae.derive(self.model)
-        self.table = kernel_table(self.ds)
-        self.ref = LambdifiedKernels(self.ds)
+        self.table = kernel_expressions(self.ds)
+        self.ref = NumpyBackend(self.ds)
         self._mag = {}
         md = self.model
         self.n, self.m, self.n_p, self.n_s = md.n, md.m, len(md.parameters), len(md.outputs)
@@ -158,15 +161,37 @@ class Case:
     def k(self, name: str, st: State, w=None) -> np.ndarray:
         return self.kernels.evaluate(name, st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w=w)
 
+    def b(self, name: str, st: State, **weights) -> dict:
+        """Kernel ``name`` at ``st`` with named weight blocks, split into its named blocks."""
+        w = pack_weights(name, self.sizes, **weights) if weights else None
+        return split(name, self.k(name, st, w), self.sizes)
+
     def mag(self, name: str, st: State, w=None) -> np.ndarray:
         """Term sizes of every entry of kernel ``name`` at ``st``."""
         if name not in self._mag:
-            self._mag[name] = lambdify_flat(self.ds, [magnitude(e) for e in self.table[name][0]])
+            self._mag[name] = lambdify_flat(self.ds, [magnitude(e) for e in self.table[name][0]],
+                                            weight_size(name, self.sizes))
         return self._mag[name](st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w)
 
     def weights(self, name: str, rng) -> np.ndarray | None:
-        k = self.kernels.weight_size(name)
+        k = weight_size(name, self.sizes)
         return rng.standard_normal(k) if k else None
+
+    def jvp_matrix(self, name: str, st: State, block: str, k: int, out: str | None = None):
+        """The matrix of the linear kernel ``name`` in its weight block ``block`` (k
+        entries): one column per unit vector, all output blocks stacked (or just ``out``)."""
+        cols = []
+        for j in range(k):
+            e = np.zeros(k)
+            e[j] = 1.0
+            r = self.b(name, st, **{block: e})
+            cols.append(r[out] if out else self.k(name, st, pack_weights(name, self.sizes,
+                                                                         **{block: e})))
+        if not cols:
+            rows = self.k(name, st, pack_weights(name, self.sizes)) if out is None else \
+                self.b(name, st)[out]
+            return np.zeros((len(rows), 0))
+        return np.column_stack(cols)
 
 
 @functools.lru_cache(maxsize=None)
@@ -230,9 +255,8 @@ def test_jacobians_match_fd_of_residual(name):
     c = case(name)
     n, m = c.n, c.m
     for st in c.states:
-        J = c.k("jacobians", st)
-        JM, JG = J[:n * n].reshape(n, n), J[n * n:2 * n * n].reshape(n, n)
-        GV, Cq = J[2 * n * n:3 * n * n].reshape(n, n), J[3 * n * n:].reshape(m, n)
+        J = c.b("jacobians", st)
+        JM, JG, GV, Cq = J["JM"], J["JG"], J["GV"], J["Cq"]
         F = c.mag("residual", st)
         sq, sv = c.s("q", st), c.s("v", st)
         fq = central(lambda q: c.k("residual", at(st, q=q)), st.q, DELTA * sq)
@@ -306,7 +330,7 @@ def test_param_jacobians_match_fd_of_residual(name):
     """param_jacobians = [P_M; P_G; P_C] = d(residual)/dp."""
     c = case(name)
     for st in c.states:
-        P = c.k("param_jacobians", st).reshape(2 * c.n + c.m, c.n_p)
+        P = np.vstack(list(c.b("param_jacobians", st).values()))
         sp_ = c.s("p", st)
         fp = central(lambda p: c.k("residual", at(st, p=p)), st.p, DELTA * sp_)
         check_fd(P, fp, c.mag("residual", st), sp_, f"{name} param_jacobians vs "
@@ -314,15 +338,14 @@ def test_param_jacobians_match_fd_of_residual(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_output_jacobians_match_fd_of_outputs(name):
-    """output_jacobians = [ds/d(q, v, a, lam), ds/dp]."""
+def test_output_jvp_matches_fd_of_outputs(name):
+    """output_jvp(dx, dp) = ds/dx dx + ds/dp dp: its matrices (unit weights) against FD."""
     c = case(name)
     n, m, ns = c.n, c.m, c.n_s
     assert ns > 0
     for st in c.states:
-        OJ = c.k("output_jacobians", st)
-        Sx, Sp = OJ[:ns * (3 * n + m)].reshape(ns, 3 * n + m), OJ[ns * (3 * n + m):]
-        Sp = Sp.reshape(ns, c.n_p)
+        Sx = c.jvp_matrix("output_jvp", st, "dx", 3 * n + m)
+        Sp = c.jvp_matrix("output_jvp", st, "dp", c.n_p)
         F = c.mag("outputs", st)
         x0 = np.concatenate([st.q, st.v, st.a, st.lam])
         sx = np.concatenate([c.s("q", st), c.s("v", st), c.s("a", st), c.s("lam", st)])
@@ -332,12 +355,68 @@ def test_output_jacobians_match_fd_of_outputs(name):
                                      lam=x[3 * n:]))
 
         cols = labels("q", n) + labels("v", n) + labels("a", n) + labels("lam", m)
-        check_fd(Sx, central(s_of_x, x0, DELTA * sx), F, sx, f"{name} output_jacobians "
+        check_fd(Sx, central(s_of_x, x0, DELTA * sx), F, sx, f"{name} output_jvp "
                  f"ds/dx vs FD at {st.label}", c.model.output_names, cols)
         sp_ = c.s("p", st)
         fp = central(lambda p: c.k("outputs", at(st, p=p)), st.p, DELTA * sp_)
-        check_fd(Sp, fp, F, sp_, f"{name} output_jacobians ds/dp vs FD at {st.label}",
+        check_fd(Sp, fp, F, sp_, f"{name} output_jvp ds/dp vs FD at {st.label}",
                  c.model.output_names, c.model.parameter_names)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_state_and_param_jvp_match_fd_of_residual(name):
+    """state_jvp(dq, dv, dlam) = d(Ma, g, C)/d(q, v, lam) and param_jvp(dp) = d(...)/dp:
+    their matrices (unit weights) against central differences of the residual kernel."""
+    c = case(name)
+    n, m = c.n, c.m
+    for st in c.states:
+        F = c.mag("residual", st)
+        for block, kind, k in (("dq", "q", n), ("dv", "v", n), ("dlam", "lam", m),
+                               ("dp", "p", c.n_p)):
+            kern = "param_jvp" if block == "dp" else "state_jvp"
+            J = c.jvp_matrix(kern, st, block, k)
+            sc = c.s(kind, st)
+            x = getattr(st, kind)
+            fd = central(lambda y: c.k("residual", at(st, **{kind: y})), x, DELTA * sc)
+            check_fd(J, fd, F, sc, f"{name} {kern} along {block} vs d(residual)/d{kind} at "
+                     f"{st.label}", res_rows(c), labels(kind, k))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_vjp_kernels_are_the_transposed_jvp_kernels(name):
+    """state_vjp, param_vjp and output_vjp apply the transposes of the matrices the jvp kernels
+    apply (so the adjoint and tangent sweeps differentiate the same thing), to round-off."""
+    c = case(name)
+    n, m, ns, n_p = c.n, c.m, c.n_s, c.n_p
+    rng = np.random.default_rng(3)
+    for st in c.states:
+        Jq = c.jvp_matrix("state_jvp", st, "dq", n)         # rows: dMa (n), dg (n), dC (m)
+        Jv = c.jvp_matrix("state_jvp", st, "dv", n)
+        Jl = c.jvp_matrix("state_jvp", st, "dlam", m)
+        Jp = c.jvp_matrix("param_jvp", st, "dp", n_p)
+        wM, wG, wC, wL = (rng.standard_normal(k) for k in (n, n, m, n))
+        w3 = np.concatenate([wM, wG, wC])
+        got = c.b("state_vjp", st, wM=wM, wG=wG, wC=wC, wL=wL)
+        check_product(got["qbar"], Jq.T @ w3, np.abs(Jq).T @ np.abs(w3),
+                      f"{name} state_vjp qbar vs state_jvp^T at {st.label}")
+        check_product(got["vbar"], Jv.T @ w3, np.abs(Jv).T @ np.abs(w3),
+                      f"{name} state_vjp vbar vs state_jvp^T at {st.label}")
+        assert np.all(got["abar"] == 0)
+        # lbar = C_q wL, and C_q^T is the dg/dlam block of state_jvp
+        Cq_T = Jl[n:2 * n] if m else np.zeros((n, 0))
+        check_product(got["lbar"], Cq_T.T @ wL, np.abs(Cq_T).T @ np.abs(wL),
+                      f"{name} state_vjp lbar vs (dg/dlam)^T at {st.label}")
+        check_product(c.b("param_vjp", st, wM=wM, wG=wG, wC=wC)["pbar"], Jp.T @ w3,
+                      np.abs(Jp).T @ np.abs(w3), f"{name} param_vjp vs param_jvp^T at "
+                      f"{st.label}")
+        Sx = c.jvp_matrix("output_jvp", st, "dx", 3 * n + m)
+        Sp = c.jvp_matrix("output_jvp", st, "dp", n_p)
+        dphi = rng.standard_normal(ns)
+        got = c.b("output_vjp", st, dphi=dphi)
+        check_product(got["xbar"], Sx.T @ dphi, np.abs(Sx).T @ np.abs(dphi),
+                      f"{name} output_vjp xbar vs output_jvp^T at {st.label}")
+        check_product(got["pbar"], Sp.T @ dphi, np.abs(Sp).T @ np.abs(dphi),
+                      f"{name} output_vjp pbar vs output_jvp^T at {st.label}")
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -346,7 +425,7 @@ def test_initial_state_jacobian_matches_fd(name):
     c = case(name)
     n = c.n
     for st in c.states:
-        J = c.k("initial_state_jacobian", st).reshape(2 * n, c.n_p)
+        J = np.vstack(list(c.b("initial_state_jacobian", st).values()))
         sp_ = c.s("p", st)
         fp = central(lambda p: c.k("initial_state", at(st, p=p)), st.p, DELTA * sp_)
         check_fd(J, fp, c.mag("initial_state", st), sp_, f"{name} initial_state_jacobian vs "
@@ -388,21 +467,18 @@ def test_acceleration_constraint_matches_fd(name):
     """acceleration_constraint = [gamma, dRc/dq, dgamma/dv, dRc/dp], Rc = C_q a + gamma, and
     d/dt cdot(t, q(t), v(t)) = C_q a + gamma along q' = v, v' = a."""
     c = case(name)
-    n, m, n_p = c.n, c.m, c.n_p
+    n, m = c.n, c.m
     assert m > 0
     for st in c.states:
-        acc = c.k("acceleration_constraint", st)
-        gamma = acc[:m]
-        Rc_q = acc[m:m + m * n].reshape(m, n)
-        gamma_v = acc[m + m * n:m + 2 * m * n].reshape(m, n)
-        Rc_p = acc[m + 2 * m * n:].reshape(m, n_p)
-        Cq = c.k("jacobians", st)[3 * n * n:].reshape(m, n)
+        acc = c.b("acceleration_constraint", st)
+        gamma, Rc_q, gamma_v, Rc_p = acc["gamma"], acc["Rc_q"], acc["gamma_v"], acc["Rc_p"]
+        Cq = c.b("jacobians", st)["Cq"]
         Fg = c.mag("acceleration_constraint", st)[:m]
-        FCq = c.mag("jacobians", st)[3 * n * n:].reshape(m, n)
+        FCq = split("jacobians", c.mag("jacobians", st), c.sizes)["Cq"]
         F = FCq @ np.abs(st.a) + Fg    # term sizes of Rc = C_q a + gamma
 
         def Rc(s):
-            J = c.k("jacobians", s)[3 * n * n:].reshape(m, n)
+            J = c.b("jacobians", s)["Cq"]
             return J @ s.a + c.k("acceleration_constraint", s)[:m]
 
         # gamma: time derivative of cdot along the motion
@@ -445,8 +521,9 @@ def test_param_vjp_is_param_jacobians_transposed_times_w(name):
     rng = np.random.default_rng(7)
     n, m = c.n, c.m
     for st in c.states:
-        P = c.k("param_jacobians", st).reshape(2 * n + m, c.n_p)
-        FP = c.mag("param_jacobians", st).reshape(2 * n + m, c.n_p)
+        P = np.vstack(list(c.b("param_jacobians", st).values()))
+        FP = np.vstack(list(split("param_jacobians", c.mag("param_jacobians", st),
+                                  c.sizes).values()))
         w = rng.standard_normal(2 * n + m)
         got = c.k("param_vjp", st, w=w)
         check_product(got, P.T @ w, np.abs(P).T @ np.abs(w) + FP.T @ np.abs(w),
@@ -460,9 +537,8 @@ def test_newton_is_the_combination_of_jacobians(name):
     n, m = c.n, c.m
     for st in c.states:
         M = c.k("newton", st, w=np.array([1.0, 0.0, 0.0])).reshape(n + m, n + m)[:n, :n]
-        J = c.k("jacobians", st)
-        JM, JG = J[:n * n].reshape(n, n), J[n * n:2 * n * n].reshape(n, n)
-        GV, Cq = J[2 * n * n:3 * n * n].reshape(n, n), J[3 * n * n:].reshape(m, n)
+        J = c.b("jacobians", st)
+        JM, JG, GV, Cq = J["JM"], J["JG"], J["GV"], J["Cq"]
         for wset, w in W_SETS.items():
             c_m, c_q, c_v = w
             want = np.block([[c_m * M + c_q * (c_m * JM + JG) + c_v * GV, Cq.T],
@@ -475,7 +551,7 @@ def test_newton_is_the_combination_of_jacobians(name):
 
 
 # ---------------------------------------------------------------------------- reference
-@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+@pytest.mark.parametrize("kernel", [k.name for k in KERNELS if not k.internal])
 @pytest.mark.parametrize("name", MODELS)
 def test_compiled_kernel_equals_reference(name, kernel):
     """Compiled (Cython, CSE) and lambdified (NumPy) evaluation of the same expressions."""
@@ -511,8 +587,8 @@ def test_slider_crank_initial_state_is_consistent_for_any_parameters():
         p[names.index("omega0")] = rng.uniform(-60.0, 60.0)
         st = State(0.0, np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m), p, np.zeros(0),
                    "initial")
-        qv = c.k("initial_state", st)
-        st = at(st, q=qv[:n], v=qv[n:])
+        qv = c.b("initial_state", st)
+        st = at(st, q=qv["q0"], v=qv["v0"])
         C = c.k("residual", st)[2 * n:]
         cdot = c.k("constraint_velocity", st)
         assert np.all(np.abs(C) <= 16 * EPS * c.mag("residual", st)[2 * n:]), (p, C)

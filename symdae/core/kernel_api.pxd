@@ -1,4 +1,6 @@
-# Cython view of symdae_kernels.h (the kernel interface); see the header for the layouts.
+# Cython view of symdae_kernels.h (the kernel interface); the kernels themselves, their weights
+# and output blocks are defined in symdae/kernels.py. The enum must list them in that order
+# (tests/test_kernel_spec.py checks the header, this file and the ABI number against the spec).
 cdef extern from "symdae_kernels.h":
     enum: SYMDAE_ABI_VERSION
 
@@ -14,21 +16,33 @@ cdef extern from "symdae_kernels.h":
 
     ctypedef void (*symdae_kernel)(const symdae_args* x, const double* w, double* out) noexcept nogil
 
+    enum:   # symdae_kernel_id: plain int constants, so that they index kernel[]
+        SYMDAE_RESIDUAL
+        SYMDAE_NEWTON
+        SYMDAE_OUTPUTS
+        SYMDAE_JACOBIANS
+        SYMDAE_PARAM_JACOBIANS
+        SYMDAE_STATE_JVP
+        SYMDAE_PARAM_JVP
+        SYMDAE_OUTPUT_JVP
+        SYMDAE_STATE_VJP
+        SYMDAE_PARAM_VJP
+        SYMDAE_OUTPUT_VJP
+        SYMDAE_INITIAL_STATE
+        SYMDAE_INITIAL_STATE_JACOBIAN
+        SYMDAE_CONSTRAINT_VELOCITY
+        SYMDAE_ACCELERATION_CONSTRAINT
+        SYMDAE_TIME_TERMS
+        SYMDAE_TIME_TERMS_SENSITIVITY
+        SYMDAE_N_KERNELS
+
+    ctypedef struct symdae_kernel_entry:
+        symdae_kernel fn
+        int out_size
+        int w_size
+        int accumulate
+
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
-        symdae_kernel residual
-        symdae_kernel newton
-        symdae_kernel jacobians
-        symdae_kernel param_jacobians
-        symdae_kernel param_vjp
-        symdae_kernel state_vjp
-        symdae_kernel outputs
-        symdae_kernel output_jacobians
-        symdae_kernel output_vjp
-        symdae_kernel initial_state
-        symdae_kernel initial_state_jacobian
-        symdae_kernel constraint_velocity
-        symdae_kernel acceleration_constraint
-        symdae_kernel time_terms
-        symdae_kernel time_terms_sensitivity
+        symdae_kernel_entry kernel[SYMDAE_N_KERNELS]

@@ -1,42 +1,21 @@
 /* The one interface between the compiled HHT core and a model's generated kernels.
  *
  * Every generated module exports a PyCapsule named "symdae.model" holding a pointer to a
- * static symdae_model. Every kernel has the same signature: it reads the state in `x`,
- * optional run-time coefficients `w`, and writes its entries of `out` (row-major). Kernels
- * never write structural zeros: the caller zeroes each output buffer once and must not reuse
- * a buffer for anything else. Kernels marked (+=) accumulate instead of assigning.
+ * static symdae_model: the model's sizes and one entry per kernel (function, output and weight
+ * sizes). Every kernel has the same signature: it reads the state in `x` and optional
+ * run-time weights `w`, and writes (or adds to) its entries of `out`. Which kernels there are,
+ * their weights and their output blocks are defined in ONE place, symdae/kernels.py (the
+ * kernel spec); this enum lists them in the spec's order (tests/test_kernel_spec.py checks it).
+ * Kernels never write structural zeros: the caller zeroes each output buffer once.
  *
- * Sizes: n coordinates, m constraints, n_p parameters, n_u inputs, n_s outputs; nm = n + m.
- * Notation: Ma = M(q) a, g = C_q^T lam - Q, J_M = d(Ma)/dq, J_G = dg/dq, G_V = dg/dv,
- * P_M = d(Ma)/dp, P_G = dg/dp, P_C = dC/dp, cdot = C_q v + C_t,
- * gamma = d(cdot)/dq v + d(cdot)/dt, Rc = C_q a + gamma (the acceleration constraint).
- *
- *  residual                 out = [Ma (n), g (n), C (m)]
- *  newton                   w = (c_m, c_q, c_v); out = nm x nm
- *                           [[c_m M + c_q (c_m J_M + J_G) + c_v G_V, C_q^T], [C_q, 0]]
- *  jacobians                out = [J_M (n x n), J_G (n x n), G_V (n x n), C_q (m x n)]
- *  param_jacobians          out = [P_M (n x n_p), P_G (n x n_p), P_C (m x n_p)]
- *  param_vjp          (+=)  w = (wM (n), wG (n), wC (m)); out (n_p) += wM P_M + wG P_G + wC P_C
- *  state_vjp          (+=)  w = (wM (n), wG (n), wC (m), wL (n)); out = [qbar (n), vbar (n),
- *                           unused (n), lbar (m)]: qbar += wM J_M + wG J_G + wC C_q,
- *                           vbar += wG G_V, lbar += C_q wL
- *  outputs                  out = s (n_s)
- *  output_jacobians         out = [ds/d(q, v, a, lam) (n_s x (3n + m)), ds/dp (n_s x n_p)]
- *  output_vjp         (+=)  w = dPhi (n_s); out = [xbar (3n + m), pbar (n_p)] += w ds/d(x, p)
- *  initial_state            out = [q0(p) (n), v0(p) (n)]
- *  initial_state_jacobian   out = [dq0/dp (n x n_p), dv0/dp (n x n_p)]
- *  constraint_velocity      out = cdot (m)
- *  acceleration_constraint  out = [gamma (m), dRc/dq (m x n), dgamma/dv (m x n), dRc/dp (m x n_p)]
- *  time_terms               out = tau[0 .. n_tau_forward): costly subexpressions in (t, p, u) only
- *  time_terms_sensitivity   out = tau[n_tau_forward .. n_tau), those only derivative kernels use
- *
- * Every other kernel reads x->tau, so before calling kernels at a new (t, u) the caller runs
- * time_terms (and, for derivative kernels, time_terms_sensitivity) into the tau buffer.
+ * Every kernel reads x->tau, the hoisted (t, p, u)-only terms: before calling kernels at a new
+ * (t, u) the caller runs SYMDAE_TIME_TERMS (and, for derivative kernels,
+ * SYMDAE_TIME_TERMS_SENSITIVITY) into the tau buffer of length n_tau.
  */
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 3
+#define SYMDAE_ABI_VERSION 4
 
 typedef struct {
     double t;
@@ -45,24 +24,38 @@ typedef struct {
 
 typedef void (*symdae_kernel)(const symdae_args *x, const double *w, double *out);
 
+typedef enum {
+    SYMDAE_RESIDUAL,
+    SYMDAE_NEWTON,
+    SYMDAE_OUTPUTS,
+    SYMDAE_JACOBIANS,
+    SYMDAE_PARAM_JACOBIANS,
+    SYMDAE_STATE_JVP,
+    SYMDAE_PARAM_JVP,
+    SYMDAE_OUTPUT_JVP,
+    SYMDAE_STATE_VJP,
+    SYMDAE_PARAM_VJP,
+    SYMDAE_OUTPUT_VJP,
+    SYMDAE_INITIAL_STATE,
+    SYMDAE_INITIAL_STATE_JACOBIAN,
+    SYMDAE_CONSTRAINT_VELOCITY,
+    SYMDAE_ACCELERATION_CONSTRAINT,
+    SYMDAE_TIME_TERMS,
+    SYMDAE_TIME_TERMS_SENSITIVITY,
+    SYMDAE_N_KERNELS
+} symdae_kernel_id;
+
+typedef struct {
+    symdae_kernel fn;
+    int out_size;     /* entries of out it writes (its blocks, see the kernel spec) */
+    int w_size;       /* entries of w it reads */
+    int accumulate;   /* 1: adds to out, 0: assigns */
+} symdae_kernel_entry;
+
 typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
-    symdae_kernel residual;
-    symdae_kernel newton;
-    symdae_kernel jacobians;
-    symdae_kernel param_jacobians;
-    symdae_kernel param_vjp;
-    symdae_kernel state_vjp;
-    symdae_kernel outputs;
-    symdae_kernel output_jacobians;
-    symdae_kernel output_vjp;
-    symdae_kernel initial_state;
-    symdae_kernel initial_state_jacobian;
-    symdae_kernel constraint_velocity;
-    symdae_kernel acceleration_constraint;
-    symdae_kernel time_terms;
-    symdae_kernel time_terms_sensitivity;
+    symdae_kernel_entry kernel[SYMDAE_N_KERNELS];
 } symdae_model;
 
 #endif

@@ -72,7 +72,7 @@ class CostSum(Cost):
             self.costs.extend(c.costs if isinstance(c, CostSum) else [c])
 
     def evaluate(self, system, traj):
-        J, dS = 0.0, np.zeros((len(traj.t), system.kernels.n_s))
+        J, dS = 0.0, np.zeros((len(traj.t), system.sizes.n_s))
         for c in self.costs:
             j, d = c.evaluate(system, traj)
             J += j

@@ -69,7 +69,7 @@ class LeastSquares(Cost):
         return slice(None), ref
 
     def evaluate(self, system, traj):
-        dS = np.zeros((len(traj.t), system.kernels.n_s))
+        dS = np.zeros((len(traj.t), system.sizes.n_s))
         J = 0.0
         for output in self.outputs:
             col = self._column(system, output)
@@ -91,6 +91,6 @@ class OutputIntegral(Cost):
     def evaluate(self, system, traj):
         col = self._column(system, self.output)
         eta = self.weight * quadrature_weights(traj.t, self.quadrature)
-        dS = np.zeros((len(traj.t), system.kernels.n_s))
+        dS = np.zeros((len(traj.t), system.sizes.n_s))
         dS[:, col] = eta
         return float(np.dot(eta, traj.outputs[self.output])), dS

@@ -1,0 +1,129 @@
+"""The backend contract: what the rest of symdae asks of a backend, and the records it returns.
+
+A backend holds one model's kernels and runs the three sweeps of the HHT scheme (the
+discrete-adjoint paper's eq. 15; ``symdae/core/scheme.pxd`` has the coefficient table) on them.
+Two implement it: ``compiled`` (the Cython core over the generated kernels, the fast path) and
+``numpy`` (lambdified kernels and the sweeps in NumPy: the test oracle and the fallback where
+no C compiler exists). Both run exactly the same discrete scheme; only the Newton policy differs
+(the compiled sweep uses simplified Newton, the NumPy one full Newton), so their trajectories
+agree to round-off, not bitwise.
+
+Attributes
+----------
+name : str
+    ``"compiled"`` or ``"numpy"``.
+sizes : :class:`symdae.kernels.Sizes`
+    n, m, n_p, n_u, n_s and n_tau (hoisted time terms; 0 for the NumPy backend).
+
+Methods
+-------
+evaluate(kernel, t, q, v, a, lam, p, u, w=None) -> ndarray
+    One kernel of the spec (:mod:`symdae.kernels`) at one state: its flat output
+    (``kernels.split`` names the blocks); accumulating kernels start from zero. ``w`` must have
+    the kernel's weight size (``kernels.pack_weights`` builds it).
+forward(grid, p, U, x0, rtol, max_iter, store) -> ForwardResult
+    Takes the grid (t0, h, N, alpha), parameters p (n_p,), inputs U (N+1, n_u), the consistent
+    initial state x0 = (q0, v0, a0, lam0), the Newton tolerance and iteration cap, and whether to
+    keep what the derivative sweeps would otherwise recompute (factorisations, time terms).
+    Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
+    and :class:`Counters`: steps, Newton iterations, factorisations, refreshes) and ``saved``.
+    A failed sweep is a report with status other than ``ok``, never an exception: the caller
+    (``System``) names the failure.
+tangent(fwd, D, dx0) -> TangentArrays
+    Forward sensitivities along the columns of D (n_p, nd) from the initial sensitivities
+    dx0 = (dq0, dv0, da0, dlam0), each (nd, size). One linear solve per direction and step.
+adjoint(fwd, dPhi) -> AdjointResult
+    dJ/dp without the initial-state term, and the adjoint of x0 (3n + m), for a cost whose
+    derivative with respect to the output samples is dPhi (N+1, n_s). One backward sweep.
+
+Both derivative sweeps raise nothing either: their status says whether a Newton matrix was
+singular.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Grid", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
+           "AdjointResult", "STATUSES"]
+
+STATUSES = ("ok", "newton_failed", "singular", "not_finite")
+
+
+class Grid(NamedTuple):
+    """The time grid of a sweep: t_i = t0 + i h, i = 0..N, HHT parameter alpha."""
+
+    t0: float
+    h: float
+    N: int
+    alpha: float
+
+
+@dataclass(frozen=True)
+class Counters:
+    steps: int = 0
+    newton_iterations: int = 0       # residual evaluations
+    factorizations: int = 0          # LU of the (n+m) x (n+m) Newton matrix
+    jacobian_refreshes: int = 0      # factorisations at a Newton iterate (not a state)
+
+    def as_dict(self) -> dict:
+        return dict(steps=self.steps, newton_iterations=self.newton_iterations,
+                    factorizations=self.factorizations,
+                    jacobian_refreshes=self.jacobian_refreshes)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """How a sweep ended. For a failure: the state that could not be computed (``step``,
+    ``time``), the Newton iterations there, the residual max-norms at the first and last
+    iterate, and the pivot that vanished (-1 if none)."""
+
+    status: str
+    counters: Counters = Counters()
+    time: float = float("nan")
+    step: int = -1
+    iterations: int = 0
+    residual_norm: float = float("nan")
+    first_residual_norm: float = float("nan")
+    pivot: int = -1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class ForwardResult:
+    """A forward sweep: states and outputs on the grid, its report, and what it saved."""
+
+    grid: Grid
+    p: np.ndarray
+    U: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+    S: np.ndarray
+    report: SweepReport
+    saved: object = None     # backend-specific (stored factorisations), None if not stored
+
+
+@dataclass(frozen=True)
+class TangentArrays:
+    """Sensitivities along nd directions, (N+1, nd, size) each."""
+
+    dq: np.ndarray
+    dv: np.ndarray
+    da: np.ndarray
+    dlam: np.ndarray
+    ds: np.ndarray
+    report: SweepReport
+
+
+@dataclass(frozen=True)
+class AdjointResult:
+    grad: np.ndarray         # (n_p,) dJ/dp of the steps (initial state excluded)
+    xbar0: np.ndarray        # (3n + m,) adjoint of x0 = (q0, v0, a0, lam0)
+    report: SweepReport

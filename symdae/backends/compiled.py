@@ -1,0 +1,131 @@
+"""The compiled backend: the Cython core (``symdae/core/_hht.pyx``) over a generated kernel module.
+
+Validates every shape and type here, at the Python boundary, so the nogil sweeps can trust
+their inputs. Imported only when a compiled model is loaded, so ``import symdae`` works where
+the core was never built.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
+from .base import (AdjointResult, Counters, ForwardResult, Grid, SweepReport, TangentArrays,
+                   STATUSES)
+
+__all__ = ["CompiledBackend", "core_available"]
+
+
+def core_available() -> bool:
+    """Is the compiled core importable (was the package built)?"""
+    try:
+        from ..core import _hht  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _vec(x, k: int, label: str, where: str) -> np.ndarray:
+    """x as a contiguous float64 vector of length k (one zero when k = 0: no empty buffers)."""
+    vec = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    if vec.shape[0] != k:
+        raise InputError(f"{where}: {label} has {vec.shape[0]} entries, expected {k}")
+    return vec if k > 0 else np.zeros(1)
+
+
+def _report(rep: dict) -> SweepReport:
+    counters = Counters(int(rep["steps"]), int(rep["newton_iterations"]),
+                        int(rep["factorizations"]), int(rep["jacobian_refreshes"]))
+    return SweepReport(STATUSES[rep["status"]], counters, float(rep["time"]), int(rep["step"]),
+                       int(rep["iterations"]), float(rep["residual_norm"]),
+                       float(rep["first_residual_norm"]), int(rep["pivot"]))
+
+
+class CompiledBackend:
+    """Kernels of a generated module plus the compiled sweeps (see ``backends.base``)."""
+
+    name = "compiled"
+
+    def __init__(self, module):
+        from ..core import _hht
+        self._hht = _hht
+        self.module = module
+        self.kernels = _hht.Kernels(module)
+        k = self.kernels
+        self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau)
+        if _hht.N_KERNELS != len(KERNEL_NAMES):
+            raise ImportError(f"the compiled core knows {_hht.N_KERNELS} kernels, the kernel "
+                              f"spec {len(KERNEL_NAMES)}: rebuild the package")
+        for idx, name in enumerate(KERNEL_NAMES):
+            want = (size(name, self.sizes), weight_size(name, self.sizes),
+                    kernel(name).accumulate)
+            if k.layout(idx) != want:
+                raise ImportError(f"kernel {name} of {module.__name__} has layout "
+                                  f"{k.layout(idx)}, the spec says {want}: rebuild the model")
+
+    def __reduce__(self):
+        raise TypeError("a CompiledBackend does not pickle by itself; pickle the System")
+
+    # ------------------------------------------------------------------ kernels
+    def evaluate(self, name: str, t, q, v, a, lam, p, u, w=None) -> np.ndarray:
+        kernel(name)
+        sz, where = self.sizes, f"kernel {name}"
+        args = [_vec(x, k, label, where) for x, k, label in
+                ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
+                 (p, sz.n_p, "p"), (u, sz.n_u, "u"),
+                 (() if w is None else w, weight_size(name, sz), "w"))]
+        return self.kernels.evaluate(KERNEL_NAMES.index(name), float(t), *args)
+
+    # ------------------------------------------------------------------ sweeps
+    def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
+                store: bool) -> ForwardResult:
+        sz, N = self.sizes, grid.N
+        nm = sz.n + sz.m
+        Q, V, A = (np.empty((N + 1, sz.n)) for _ in range(3))
+        L = np.empty((N + 1, sz.m))
+        S = np.zeros((N + 1, sz.n_s))
+        Q[0], V[0], A[0], L[0] = x0
+        if store:   # every entry is written by the sweep
+            saved = (np.empty((N + 1, nm, nm)), np.empty((N + 1, nm), dtype=np.intc),
+                     np.empty((N + 1, sz.n_tau)))
+        else:
+            saved = (None, None, None)
+        p_arg = _vec(p, sz.n_p, "p", "forward")
+        U = np.ascontiguousarray(U, dtype=np.float64)
+        rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, U, Q, V,
+                                A, L, S, *saved, float(rtol), int(max_iter))
+        return ForwardResult(grid, p_arg[:sz.n_p], U, Q, V, A, L, S, _report(rep),
+                             saved if store else None)
+
+    def _saved(self, fwd: ForwardResult):
+        return fwd.saved if fwd.saved is not None else (None, None, None)
+
+    def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0) -> TangentArrays:
+        sz, g = self.sizes, fwd.grid
+        nd = D.shape[1]
+        DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
+        dQ, dV, dA = (np.zeros((g.N + 1, nd, max(sz.n, 1))) for _ in range(3))
+        dL = np.zeros((g.N + 1, nd, max(sz.m, 1)))
+        dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
+        for X, x0 in zip((dQ, dV, dA, dL), dx0):
+            X[0, :, :x0.shape[1]] = x0
+        rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                fwd.q, fwd.v, fwd.a, fwd.lam, *self._saved(fwd), DT,
+                                dQ, dV, dA, dL, dS)
+        report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
+        return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
+                             dL[:, :, :sz.m], dS[:, :, :sz.n_s], report)
+
+    def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray) -> AdjointResult:
+        sz, g = self.sizes, fwd.grid
+        grad = np.zeros(max(sz.n_p, 1))
+        xbar0 = np.zeros(3 * sz.n + sz.m)
+        dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
+        rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                fwd.q, fwd.v, fwd.a, fwd.lam, *self._saved(fwd), dPhi, grad,
+                                xbar0)
+        report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
+        return AdjointResult(grad[:sz.n_p], xbar0, report)
+
+    def _p(self, fwd: ForwardResult) -> np.ndarray:
+        return fwd.p if self.sizes.n_p else np.zeros(1)

@@ -1,0 +1,190 @@
+# One HHT step i -> i+1 of the forward sweep: Newton on y = (a_{i+1}, lam_{i+1}).
+#
+# The iteration matrix is K of eq. (16) evaluated and factorised at the last accepted state
+# (simplified Newton); it is refreshed at the current iterate when the measured contraction rate
+# theta cannot reach the tolerance within three more iterations (norm * theta^3 > 1) or the
+# correction grows. Newton starts from (a, lam) extrapolated linearly from the last two states.
+#
+# A step is accepted at the first iterate y that passes either test:
+#  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
+#      w_k = rtol |y_k| + 10 eps (|q_k| / s + max|a|) for accelerations (q = qhat + s a cannot
+#      resolve a better than eps |q| / s) and w_k = rtol |y_k| + 10 eps max|lam| for multipliers;
+#  (b) the residual is at its round-off level: |R_r| <= 4 nu_r for every row, where nu_r is the
+#      rounding of row r's terms (see residual_noise), taken at the last accepted state.
+from libc.math cimport fabs, isfinite, INFINITY
+from libc.string cimport memcpy
+
+from symdae.core.kernel_api cimport symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON
+from symdae.core.dense cimport lu_factor, lu_solve, DBL_EPSILON
+from symdae.core.scheme cimport Scheme, predictor, call, time_terms
+
+cdef enum Status:
+    OK = 0
+    NEWTON_FAILED = 1
+    SINGULAR = 2
+    NOT_FINITE = 3
+
+cdef enum:
+    FLOOR_FACTOR = 10    # round-off floor of test (a), in units of eps
+    NOISE_FACTOR = 4     # test (b): residual within this many times its round-off level
+
+
+cdef struct NewtonWork:
+    double* res      # [Ma, g, C] at the current iterate (2n + m)
+    double* gprev    # g_i (n)
+    double* qc       # q, v of the current iterate (n each)
+    double* vc
+    double* qh       # predictors qhat, vhat (n each)
+    double* vh
+    double* R        # residual, correction, iterate, round-off levels, scratch (nm each)
+    double* dy
+    double* y
+    double* nu
+    double* fq
+    double* K        # Newton matrix (nm x nm)
+    double* LUr      # refreshed factorisation (nm x nm) and its pivots
+    int* pr
+    double* tau      # time terms at t_{i+1}
+
+
+cdef struct StepOutcome:
+    int iterations       # residual evaluations
+    int refreshes        # Jacobian refreshes (each a factorisation)
+    int pivot            # vanished pivot of a refreshed matrix, or -1
+    double first_norm    # residual max-norm at the first iterate
+    double last_norm     # ... at the last
+
+
+cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
+                            double* K, double* LU, int* piv, int nm) noexcept nogil:
+    """Evaluate the Newton matrix at x into K and factorise a copy into LU."""
+    call(km, SYMDAE_NEWTON, x, kw, K)
+    memcpy(LU, K, nm * nm * sizeof(double))
+    return lu_factor(LU, piv, nm)
+
+
+cdef inline void residual_noise(const double* K, const symdae_args* x, const double* res,
+                                const Scheme* c, int n, int m, double* fq,
+                                double* nu) noexcept nogil:
+    """nu_r <- round-off level of residual row r near the accepted state x.
+
+    q_{i+1} = q_i + h v_i + ... + s a_{i+1} is a sum whose rounding is eps times the size of
+    its terms, not of the result (q may cross zero), hence |q| + h |v| + h^2 |a|; K spreads
+    these errors over the rows, and each row rounds its own terms eps |Ma_r|, eps |g_r|.
+    """
+    cdef int r, k, nm = n + m
+    cdef double acc, eps = DBL_EPSILON
+    cdef const double* Kr
+    for k in range(n):
+        fq[k] = (fabs(x.q[k]) + c.h * fabs(x.v[k]) + c.h * c.h * fabs(x.a[k])) * (eps / c.s)
+    for k in range(m):
+        fq[n + k] = fabs(x.lam[k]) * eps
+    for r in range(nm):
+        Kr = K + r * nm
+        acc = 0.0
+        for k in range(nm):
+            acc += fabs(Kr[k]) * fq[k]
+        if r < n:
+            acc += eps * (fabs(c.cM * res[r]) + (1.0 + fabs(c.ap)) * fabs(res[n + r]))
+        nu[r] = acc
+
+
+cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double rtol, int n,
+                                   int nm) noexcept nogil:
+    """max_k |dy_k| / w_k, the weights of test (a)."""
+    cdef int k
+    cdef double amax = 0.0, lmax = 0.0, wk, norm = 0.0, eps = DBL_EPSILON
+    for k in range(n):
+        amax = max(amax, fabs(w.y[k]))
+    for k in range(n, nm):
+        lmax = max(lmax, fabs(w.y[k]))
+    amax *= FLOOR_FACTOR * eps
+    lmax *= FLOOR_FACTOR * eps
+    for k in range(nm):
+        if k < n:
+            wk = rtol * fabs(w.y[k]) + FLOOR_FACTOR * eps / c.s * fabs(w.qc[k]) + amax
+        else:
+            wk = rtol * fabs(w.y[k]) + lmax
+        wk = fabs(w.dy[k]) / wk if wk > 0.0 else (0.0 if w.dy[k] == 0.0 else INFINITY)
+        if not (wk <= norm):
+            norm = wk
+    return norm
+
+
+cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
+                            NewtonWork* w, const double* LU, const int* piv,
+                            const double* qi, const double* vi, const double* ai,
+                            const double* li, const double* a_prev, const double* l_prev,
+                            double t1, const double* u1, double rtol, int max_iter,
+                            StepOutcome* out) noexcept nogil:
+    """Solve step i -> i+1 from state i (and i-1 for the start value). On OK, w.qc, w.vc, w.y
+    hold (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them."""
+    cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
+    cdef double norm, norm_prev = INFINITY, rnorm, wk
+    cdef bint at_noise
+    cdef int status = NEWTON_FAILED
+    out.iterations = 0
+    out.refreshes = 0
+    out.pivot = -1
+    out.first_norm = -1.0
+    predictor(c, qi, vi, ai, w.qh, w.vh, n)
+    for k in range(n):
+        w.y[k] = 2.0 * ai[k] - a_prev[k]
+    for k in range(m):
+        w.y[n + k] = 2.0 * li[k] - l_prev[k]
+    x.t = t1
+    x.q = w.qc
+    x.v = w.vc
+    x.a = w.y
+    x.lam = w.y + n
+    x.u = u1
+    time_terms(km, x, w.tau, False)      # once per step: the Newton iterations share it
+    for j in range(max_iter):
+        for k in range(n):
+            w.qc[k] = w.qh[k] + c.s * w.y[k]
+            w.vc[k] = w.vh[k] + c.gh * w.y[k]
+        call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
+        out.iterations += 1
+        for k in range(n):
+            w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
+        for k in range(m):
+            w.R[n + k] = w.res[2 * n + k] / c.s
+        rnorm = 0.0
+        at_noise = True
+        for k in range(nm):
+            w.dy[k] = -w.R[k]
+            wk = fabs(w.R[k])
+            if not (wk <= rnorm):
+                rnorm = wk            # also catches NaN
+            if not (wk <= NOISE_FACTOR * w.nu[k]):
+                at_noise = False
+        if out.first_norm < 0.0:
+            out.first_norm = rnorm
+        out.last_norm = rnorm
+        if not isfinite(rnorm):
+            return NOT_FINITE
+        if at_noise:
+            return OK
+        lu_solve(LU, piv, w.dy, nm)
+        norm = correction_norm(w, c, rtol, n, nm)
+        if norm <= 1.0:
+            return OK
+        if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
+            # simplified Newton cannot reach the tolerance soon: full Newton from here on
+            out.pivot = factor_into(km, x, c.kw, w.K, w.LUr, w.pr, nm)
+            out.refreshes += 1
+            if out.pivot != 0:
+                # a singular or non-finite K at an iterate, not at an accepted state, means
+                # Newton has left the solution's neighbourhood: report divergence
+                out.pivot -= 1
+                return NEWTON_FAILED
+            out.pivot = -1
+            LU = w.LUr
+            piv = w.pr
+            for k in range(nm):
+                w.dy[k] = -w.R[k]
+            lu_solve(LU, piv, w.dy, nm)
+        for k in range(nm):
+            w.y[k] += w.dy[k]
+        norm_prev = norm
+    return status
