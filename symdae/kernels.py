@@ -32,6 +32,7 @@ import sympy as sp
 
 from ._version import ABI_VERSION
 from .errors import InputError, UnknownNameError
+from .roundoff import magnitude
 
 __all__ = ["Block", "KernelSpec", "KERNELS", "KERNEL_NAMES", "kernel", "Sizes", "size",
            "weight_size", "layout", "split", "pack_weights", "kernel_expressions",
@@ -182,6 +183,10 @@ KERNELS = (
                    "with (1, 0, 0) the consistent-initialisation matrix"),
     KernelSpec("outputs", (_b("s", "n_s"),), forward=True, build=lambda ds, w: [ds.s],
                doc="the model outputs s(t, x, p, u)"),
+    KernelSpec("residual_magnitude", (_b("Ma", "n"), _b("g", "n"), _b("C", "m")), forward=True,
+               build=lambda ds, w: [[magnitude(e) for e in M] for M in (ds.Ma, ds.g, ds.C)],
+               doc="the size of the terms of each residual entry (symdae.roundoff): eps "
+                   "times it is the entry's rounding error, the Newton test's floor"),
     KernelSpec("jacobians", (_b("JM", "n", "n"), _b("JG", "n", "n"), _b("GV", "n", "n"),
                              _b("Cq", "m", "n")),
                build=lambda ds, w: [ds.JM, ds.JG, ds.GV, ds.Cq],

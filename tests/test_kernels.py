@@ -31,10 +31,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 import sympy as sp
-from sympy.core.function import ArgumentIndexError
 
 import symdae
 from symdae.backends.numpy import NumpyBackend, lambdify_flat
+from symdae.roundoff import magnitude
 from symdae.kernels import (KERNELS, kernel_expressions, pack_weights, split,
                             weight_size)
 
@@ -59,42 +59,6 @@ W_SETS = {
     "hht": hht_weights(ALPHA, H_SIM),      # the coefficients of an actual step
     "generic": np.array([1.25, 0.6, 0.8]),  # O(1): J_M, J_G, G_V weigh as much as M
 }
-
-
-# ---------------------------------------------------------------------------- magnitudes
-def magnitude(e: sp.Expr) -> sp.Expr:
-    """An expression for the size of the terms whose rounding makes up the error of ``e``.
-
-    Sums and products of terms: sums and products of their magnitudes; f(x): |f(x)| plus
-    |f'(x)| times the magnitude of x (first-order propagation of x's rounding).
-    """
-    if e.is_Number or isinstance(e, sp.NumberSymbol):
-        return sp.Abs(e)
-    if e.is_Symbol or isinstance(e, sp.Indexed):
-        return sp.Abs(e)
-    if e.is_Add:
-        return sp.Add(*[magnitude(x) for x in e.args])
-    if e.is_Mul:
-        return sp.Mul(*[magnitude(x) for x in e.args])
-    if e.is_Pow:
-        b, x = e.args
-        if x.is_Integer and x > 0:
-            return magnitude(b) ** x
-        rel = sp.Abs(x) * magnitude(b) / sp.Abs(b)
-        if not x.is_Number:
-            rel += sp.Abs(sp.log(sp.Abs(b))) * magnitude(x)
-        return sp.Abs(e) * (1 + rel)
-    if isinstance(e, sp.Function) and e.args:
-        terms = [sp.Abs(e)]
-        for i, x in enumerate(e.args):
-            try:
-                d = e.fdiff(i + 1)
-            except (ArgumentIndexError, NotImplementedError, TypeError):
-                d = sp.Derivative(e, x)
-            # not differentiable (sign, floor, ...): count x's rounding once
-            terms.append((1 if d.has(sp.Derivative) else sp.Abs(d)) * magnitude(x))
-        return sp.Add(*terms)
-    return sp.Abs(e)
 
 
 # ---------------------------------------------------------------------------- one model

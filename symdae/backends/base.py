@@ -78,7 +78,8 @@ class Counters:
 class SweepReport:
     """How a sweep ended. For a failure: the state that could not be computed (``step``,
     ``time``), the Newton iterations there, the residual max-norms at the first and last
-    iterate, and the pivot that vanished (-1 if none)."""
+    iterate, the last residual over its round-off level (``noise_ratio``) and the pivot that
+    vanished (-1 if none)."""
 
     status: str
     counters: Counters = Counters()
@@ -87,6 +88,7 @@ class SweepReport:
     iterations: int = 0
     residual_norm: float = float("nan")
     first_residual_norm: float = float("nan")
+    noise_ratio: float = float("nan")
     pivot: int = -1
 
     @property

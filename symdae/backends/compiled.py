@@ -38,7 +38,8 @@ def _report(rep: dict) -> SweepReport:
                         int(rep["factorizations"]), int(rep["jacobian_refreshes"]))
     return SweepReport(STATUSES[rep["status"]], counters, float(rep["time"]), int(rep["step"]),
                        int(rep["iterations"]), float(rep["residual_norm"]),
-                       float(rep["first_residual_norm"]), int(rep["pivot"]))
+                       float(rep["first_residual_norm"]), float(rep["noise_ratio"]),
+                       int(rep["pivot"]))
 
 
 class CompiledBackend:

@@ -24,7 +24,7 @@ __all__ = ["NumpyBackend", "lambdify_flat"]
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 _EPS = np.finfo(float).eps
-FLOOR_FACTOR, NOISE_FACTOR = 10.0, 4.0   # the compiled core's (newton.pxd)
+FLOOR_FACTOR, NOISE_FACTOR, STALL_FACTOR = 10.0, 4.0, 64.0   # the compiled core's (newton.pxd)
 
 
 def lambdify_flat(ds: DerivedSystem, exprs, n_w: int = 0) -> Callable[..., np.ndarray]:
@@ -135,42 +135,47 @@ class NumpyBackend:
             S[i] = self._k("outputs", t[i], Q[i], V[i], A[i], L[i], p, U[i])
             if store:
                 Ks[i] = K
-            return res[n:2 * n].copy(), self._noise(K, Q[i], V[i], A[i], L[i], res, c)
+            mag = self._k("residual_magnitude", t[i], Q[i], V[i], A[i], L[i], p, U[i])
+            return res[n:2 * n].copy(), self._noise(K, Q[i], V[i], A[i], L[i], mag, c)
 
         res = self._k("residual", t[0], Q[0], V[0], A[0], L[0], p, U[0])
-        gprev, nu = settle(0, res)
+        gprev, (nu, fq) = settle(0, res)
         for i in range(N):
             prev = max(i - 1, 0)
             qh, vh = Q[i] + c.h * V[i] + c.ca * A[i], V[i] + c.cv1 * A[i]
             y = np.concatenate([2 * A[i] - A[prev], 2 * L[i] - L[prev]])
-            out = self._newton(t[i + 1], qh, vh, y, gprev, nu, p, U[i + 1], c, rtol, max_iter,
-                               counts)
+            out = self._newton(t[i + 1], qh, vh, y, gprev, nu, fq, p, U[i + 1], c, rtol,
+                               max_iter, counts)
             if isinstance(out, SweepReport):
                 rep = SweepReport(out.status, Counters(**counts), float(t[i + 1]), i + 1,
-                                  out.iterations, out.residual_norm, out.first_residual_norm)
+                                  out.iterations, out.residual_norm, out.first_residual_norm,
+                                  out.noise_ratio)
                 return ForwardResult(grid, p, U, Q, V, A, L, S, rep, None)
             y, res = out
             Q[i + 1], V[i + 1] = qh + c.s * y[:n], vh + c.gh * y[:n]
             A[i + 1], L[i + 1] = y[:n], y[n:]
             counts["steps"] += 1
-            gprev, nu = settle(i + 1, res)
+            gprev, (nu, fq) = settle(i + 1, res)
         rep = SweepReport("ok", Counters(**counts))
         return ForwardResult(grid, p, U, Q, V, A, L, S, rep, Ks)
 
     @staticmethod
-    def _noise(K, q, v, a, lam, res, c) -> np.ndarray:
-        """Round-off level of each residual row near a state (newton.pxd, residual_noise)."""
+    def _noise(K, q, v, a, lam, mag, c):
+        """(round-off level of each residual row, rounding of (a, lam) from q's rounding)
+        near a state: newton.pxd, residual_noise."""
         n = q.shape[0]
         fq = np.concatenate([(np.abs(q) + c.h * np.abs(v) + c.h * c.h * np.abs(a))
                              * (_EPS / c.s), np.abs(lam) * _EPS])
         nu = np.abs(K) @ fq
-        nu[:n] += _EPS * (np.abs(c.cM * res[:n]) + (1.0 + abs(c.ap)) * np.abs(res[n:2 * n]))
-        return nu
+        nu[:n] += _EPS * (c.cM * mag[:n] + (1.0 + abs(c.ap)) * mag[n:2 * n])
+        nu[n:] += _EPS * mag[2 * n:] / c.s
+        return nu, fq
 
-    def _newton(self, t1, qh, vh, y, gprev, nu, p, u, c, rtol, max_iter, counts):
-        """Full Newton for one step: (y, residual terms) or a failure report."""
+    def _newton(self, t1, qh, vh, y, gprev, nu, fq, p, u, c, rtol, max_iter, counts):
+        """Full Newton for one step: (y, residual terms) or a failure report. The stopping
+        tests (a), (b), (c) of newton.pxd; every iteration has a fresh matrix."""
         n = qh.shape[0]
-        first = None
+        first, ratio_prev = None, np.inf
         for j in range(max_iter):
             qc, vc = qh + c.s * y[:n], vh + c.gh * y[:n]
             res = self._k("residual", t1, qc, vc, y[:n], y[n:], p, u)
@@ -179,11 +184,16 @@ class NumpyBackend:
                                 res[2 * n:] / c.s])
             rnorm = float(np.max(np.abs(R), initial=0.0))
             first = rnorm if first is None else first
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = float(np.max(np.where(nu > 0, np.abs(R) / nu,
+                                              np.where(R == 0, 0.0, np.inf)), initial=0.0))
             if not np.all(np.isfinite(R)):
                 return SweepReport("not_finite", iterations=j + 1, residual_norm=rnorm,
-                                   first_residual_norm=first)
-            if np.all(np.abs(R) <= NOISE_FACTOR * nu):
+                                   first_residual_norm=first, noise_ratio=ratio)
+            if ratio <= NOISE_FACTOR or (j > 0 and ratio > 0.5 * ratio_prev
+                                         and ratio <= STALL_FACTOR):
                 return y, res
+            ratio_prev = ratio
             K = self._k("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
             counts["factorizations"] += 1
             counts["jacobian_refreshes"] += 1
@@ -191,20 +201,19 @@ class NumpyBackend:
                 dy = -np.linalg.solve(K, R)
             except np.linalg.LinAlgError:
                 return SweepReport("newton_failed", iterations=j + 1, residual_norm=rnorm,
-                                   first_residual_norm=first)
+                                   first_residual_norm=first, noise_ratio=ratio)
             ymax = np.abs(y)
-            floor = np.concatenate([FLOOR_FACTOR * _EPS * (np.abs(qc) / c.s
-                                                           + ymax[:n].max(initial=0.0)),
+            floor = np.concatenate([FLOOR_FACTOR * (fq[:n] + _EPS * ymax[:n].max(initial=0.0)),
                                     np.full(y.size - n,
                                             FLOOR_FACTOR * _EPS * ymax[n:].max(initial=0.0))])
             wk = rtol * ymax + floor
             with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(wk > 0, np.abs(dy) / wk, np.where(dy == 0, 0.0, np.inf))
-            if ratio.max(initial=0.0) <= 1.0:
+                rel = np.where(wk > 0, np.abs(dy) / wk, np.where(dy == 0, 0.0, np.inf))
+            if rel.max(initial=0.0) <= 1.0:
                 return y, res
             y = y + dy
         return SweepReport("newton_failed", iterations=max_iter, residual_norm=rnorm,
-                           first_residual_norm=first)
+                           first_residual_norm=first, noise_ratio=ratio)
 
     # ------------------------------------------------------------------ derivative sweeps
     def _at(self, fwd: ForwardResult, i: int):

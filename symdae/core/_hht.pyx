@@ -212,6 +212,7 @@ cdef struct ForwardReport:
     int iterations          # Newton iterations of the failed step
     double residual_norm    # residual max-norm at its last iterate
     double first_residual_norm
+    double noise_ratio      # residual over its round-off level at the last iterate
     int pivot               # vanished pivot (singular matrix), or -1
 
 
@@ -220,6 +221,7 @@ cdef struct ForwardReport:
 cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcept nogil:
     cdef int nm = n + m
     w.res = take(a, 2 * n + m)
+    w.mag = take(a, 2 * n + m)
     w.gprev = take(a, n)
     w.qc = take(a, n)
     w.vc = take(a, n)
@@ -262,7 +264,7 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     pivot = factor_into(km, x, c.kw, w.K, LU[0], piv[0], nm)
     if pivot != 0:
         return pivot
-    residual_noise(w.K, x, w.res, c, n, km.m, w.fq, w.nu)
+    residual_noise(km, w.K, x, c, w.mag, w.fq, w.nu)
     return 0
 
 
@@ -320,6 +322,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 rep.iterations = so.iterations
                 rep.residual_norm = so.last_norm
                 rep.first_residual_norm = so.first_norm
+                rep.noise_ratio = so.noise_ratio
                 rep.pivot = so.pivot
                 rep.step = i + 1
                 break

@@ -20,6 +20,7 @@ cdef extern from "symdae_kernels.h":
         SYMDAE_RESIDUAL
         SYMDAE_NEWTON
         SYMDAE_OUTPUTS
+        SYMDAE_RESIDUAL_MAGNITUDE
         SYMDAE_JACOBIANS
         SYMDAE_PARAM_JACOBIANS
         SYMDAE_STATE_JVP

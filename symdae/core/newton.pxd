@@ -7,14 +7,23 @@
 #
 # A step is accepted at the first iterate y that passes either test:
 #  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
-#      w_k = rtol |y_k| + 10 eps (|q_k| / s + max|a|) for accelerations (q = qhat + s a cannot
-#      resolve a better than eps |q| / s) and w_k = rtol |y_k| + 10 eps max|lam| for multipliers;
+#      w_k = rtol |y_k| + 10 (f_k + eps max|a|) for accelerations, where f_k is the rounding
+#      of q_k = q_i + h v_i + ca a_i + s a_k divided by s (q cannot resolve a better than that),
+#      and w_k = rtol |y_k| + 10 eps max|lam| for multipliers;
 #  (b) the residual is at its round-off level: |R_r| <= 4 nu_r for every row, where nu_r is the
-#      rounding of row r's terms (see residual_noise), taken at the last accepted state.
+#      rounding of row r's own terms (the residual_magnitude kernel: a constraint's constants
+#      count, not only the coordinates) plus the rounding of q carried through K (see
+#      residual_noise), taken at the last accepted state;
+#  (c) it stagnates at the round-off level: with a matrix refreshed at the current iterate
+#      the scaled residual max_r |R_r| / nu_r no longer halves, and it is below 64: the
+#      iteration is limited by rounding, not by the matrix.
+# The round-off model scales with each row's own terms, so it holds wherever the coordinates
+# are (a mechanism passing through the origin, or far from it) and for every h.
 from libc.math cimport fabs, isfinite, INFINITY
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
-from symdae.core.kernel_api cimport symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON
+from symdae.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
+                                     SYMDAE_RESIDUAL_MAGNITUDE)
 from symdae.core.dense cimport lu_factor, lu_solve, DBL_EPSILON
 from symdae.core.scheme cimport Scheme, predictor, call, time_terms
 
@@ -25,12 +34,14 @@ cdef enum Status:
     NOT_FINITE = 3
 
 cdef enum:
-    FLOOR_FACTOR = 10    # round-off floor of test (a), in units of eps
+    FLOOR_FACTOR = 10    # round-off floor of test (a), in units of the rounding of a
     NOISE_FACTOR = 4     # test (b): residual within this many times its round-off level
+    STALL_FACTOR = 64    # test (c): stagnation accepted below this many times that level
 
 
 cdef struct NewtonWork:
     double* res      # [Ma, g, C] at the current iterate (2n + m)
+    double* mag      # the size of their terms at the last accepted state (2n + m)
     double* gprev    # g_i (n)
     double* qc       # q, v of the current iterate (n each)
     double* vc
@@ -39,8 +50,8 @@ cdef struct NewtonWork:
     double* R        # residual, correction, iterate, round-off levels, scratch (nm each)
     double* dy
     double* y
-    double* nu
-    double* fq
+    double* nu       # round-off level of each residual row
+    double* fq       # rounding of (a, lam) that q's rounding implies
     double* K        # Newton matrix (nm x nm)
     double* LUr      # refreshed factorisation (nm x nm) and its pivots
     int* pr
@@ -53,6 +64,7 @@ cdef struct StepOutcome:
     int pivot            # vanished pivot of a refreshed matrix, or -1
     double first_norm    # residual max-norm at the first iterate
     double last_norm     # ... at the last
+    double noise_ratio   # max_r |R_r| / nu_r at the last iterate
 
 
 cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
@@ -63,18 +75,21 @@ cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const 
     return lu_factor(LU, piv, nm)
 
 
-cdef inline void residual_noise(const double* K, const symdae_args* x, const double* res,
-                                const Scheme* c, int n, int m, double* fq,
+cdef inline void residual_noise(const symdae_model* km, const double* K, const symdae_args* x,
+                                const Scheme* c, double* mag, double* fq,
                                 double* nu) noexcept nogil:
     """nu_r <- round-off level of residual row r near the accepted state x.
 
-    q_{i+1} = q_i + h v_i + ... + s a_{i+1} is a sum whose rounding is eps times the size of
-    its terms, not of the result (q may cross zero), hence |q| + h |v| + h^2 |a|; K spreads
-    these errors over the rows, and each row rounds its own terms eps |Ma_r|, eps |g_r|.
+    Two sources: each row's own terms (eps times their size, the residual_magnitude kernel,
+    evaluated into mag), and q_{i+1} = q_i + h v_i + ... + s a_{i+1}, a sum whose rounding is
+    eps times the size of its terms, not of the result (q may cross zero), hence
+    |q| + h |v| + h^2 |a|, which K spreads over the rows.
     """
-    cdef int r, k, nm = n + m
+    cdef int r, k, n = km.n, m = km.m, nm = km.n + km.m
     cdef double acc, eps = DBL_EPSILON
     cdef const double* Kr
+    memset(mag, 0, (2 * n + m) * sizeof(double))
+    call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, NULL, mag)
     for k in range(n):
         fq[k] = (fabs(x.q[k]) + c.h * fabs(x.v[k]) + c.h * c.h * fabs(x.a[k])) * (eps / c.s)
     for k in range(m):
@@ -85,7 +100,9 @@ cdef inline void residual_noise(const double* K, const symdae_args* x, const dou
         for k in range(nm):
             acc += fabs(Kr[k]) * fq[k]
         if r < n:
-            acc += eps * (fabs(c.cM * res[r]) + (1.0 + fabs(c.ap)) * fabs(res[n + r]))
+            acc += eps * (c.cM * mag[r] + (1.0 + fabs(c.ap)) * mag[n + r])
+        else:
+            acc += eps * mag[n + r] / c.s
         nu[r] = acc
 
 
@@ -102,7 +119,7 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
     lmax *= FLOOR_FACTOR * eps
     for k in range(nm):
         if k < n:
-            wk = rtol * fabs(w.y[k]) + FLOOR_FACTOR * eps / c.s * fabs(w.qc[k]) + amax
+            wk = rtol * fabs(w.y[k]) + FLOOR_FACTOR * w.fq[k] + amax
         else:
             wk = rtol * fabs(w.y[k]) + lmax
         wk = fabs(w.dy[k]) / wk if wk > 0.0 else (0.0 if w.dy[k] == 0.0 else INFINITY)
@@ -120,8 +137,8 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     """Solve step i -> i+1 from state i (and i-1 for the start value). On OK, w.qc, w.vc, w.y
     hold (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
-    cdef double norm, norm_prev = INFINITY, rnorm, wk
-    cdef bint at_noise
+    cdef double norm, norm_prev = INFINITY, rnorm, wk, ratio, ratio_prev = INFINITY
+    cdef bint refreshed = False
     cdef int status = NEWTON_FAILED
     out.iterations = 0
     out.refreshes = 0
@@ -150,21 +167,26 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         for k in range(m):
             w.R[n + k] = w.res[2 * n + k] / c.s
         rnorm = 0.0
-        at_noise = True
+        ratio = 0.0
         for k in range(nm):
             w.dy[k] = -w.R[k]
             wk = fabs(w.R[k])
             if not (wk <= rnorm):
                 rnorm = wk            # also catches NaN
-            if not (wk <= NOISE_FACTOR * w.nu[k]):
-                at_noise = False
+            wk = wk / w.nu[k] if w.nu[k] > 0.0 else (0.0 if wk == 0.0 else INFINITY)
+            if not (wk <= ratio):
+                ratio = wk
         if out.first_norm < 0.0:
             out.first_norm = rnorm
         out.last_norm = rnorm
+        out.noise_ratio = ratio
         if not isfinite(rnorm):
             return NOT_FINITE
-        if at_noise:
+        if ratio <= NOISE_FACTOR:                                          # test (b)
             return OK
+        if refreshed and ratio > 0.5 * ratio_prev and ratio <= STALL_FACTOR:  # test (c)
+            return OK
+        ratio_prev = ratio
         lu_solve(LU, piv, w.dy, nm)
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
@@ -179,6 +201,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
                 out.pivot -= 1
                 return NEWTON_FAILED
             out.pivot = -1
+            refreshed = True
             LU = w.LUr
             piv = w.pr
             for k in range(nm):

@@ -15,7 +15,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 4
+#define SYMDAE_ABI_VERSION 5
 
 typedef struct {
     double t;
@@ -28,6 +28,7 @@ typedef enum {
     SYMDAE_RESIDUAL,
     SYMDAE_NEWTON,
     SYMDAE_OUTPUTS,
+    SYMDAE_RESIDUAL_MAGNITUDE,
     SYMDAE_JACOBIANS,
     SYMDAE_PARAM_JACOBIANS,
     SYMDAE_STATE_JVP,
