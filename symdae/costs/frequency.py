@@ -129,7 +129,7 @@ class FourierCost(Cost):
                 raise DataError(f"{data.source}: no signal {signal!r} for the spectrum of "
                                 f"{self.output!r}; signals are {list(data.values)}")
             fmap = fourier_map(data.t, self.windows, self.quadrature,
-                               f"the measurement {data.source}")
+                               f"the measurement ({data.source})")
             return fmap.spectrum(data.values[signal])
         ref = analysis_lines(self.windows)
         if isinstance(data, Spectrum):
