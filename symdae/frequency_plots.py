@@ -28,11 +28,12 @@ def plot_spectra(frequency: np.ndarray, amplitudes: Mapping, band: tuple, path,
     for ax, mask in ((ax1, slice(None)), (ax2, zoom)):
         for k, (label, amp) in enumerate(amplitudes.items()):
             style, lw = styles.get(label, (f"C{k + 2}-.", 1.0))
-            ax.semilogy(frequency[mask], np.maximum(np.asarray(amp)[mask], 1e-300), style,
-                        lw=lw, label=label)
+            ax.plot(frequency[mask], np.maximum(np.asarray(amp)[mask], 1e-300), style, lw=lw,
+                    label=label)
         ax.axvspan(lo, hi, color="C2", alpha=0.15, label=f"band [{lo:g}, {hi:g}] Hz")
         ax.set_ylabel(f"amplitude of {output}")
-        ax.grid(alpha=0.3, which="both")
+        ax.grid(alpha=0.3)
+    ax1.set_yscale("log")     # the whole range on a log axis; the band zoom linear (Fig. 3)
     if band_lines is not None:
         for f in band_lines:
             ax2.axvline(f, color="C2", lw=0.4, alpha=0.6)
@@ -66,7 +67,13 @@ def plot_cost_contour(grids: Sequence, path, paths: Mapping | None = None,
             ax.plot([px], [py], "*P^Xd"[k % 5], color=f"C{k + 4}", ms=10, mec="k",
                     label=label)
         if g.log_y:
+            from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
             ax.set_yscale("log")
+            # plain labels at 1, 2, 5 x 10^k: mathtext minor labels make the layout slow
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(g.names[0])
         ax.set_ylabel(g.names[1])
     axes[0].legend(fontsize=8, loc="best")

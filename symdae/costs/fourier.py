@@ -228,8 +228,15 @@ class Spectrum:
 class _Block:
     lines: slice          # rows of this window in the flat line list
     samples: slice        # samples inside the window
-    C: np.ndarray         # (lines, samples): (2/L) mu eta cos(phi)
-    S: np.ndarray         # (lines, samples): (2/L) mu eta sin(phi)
+    CS: np.ndarray        # (2 lines, samples): (2/L) mu eta [cos(phi); sin(phi)], one matvec
+
+    @property
+    def C(self) -> np.ndarray:
+        return self.CS[:self.CS.shape[0] // 2]
+
+    @property
+    def S(self) -> np.ndarray:
+        return self.CS[self.CS.shape[0] // 2:]
 
 
 @dataclass(frozen=True)
@@ -251,16 +258,16 @@ class FourierMap:
         """(A, B) of the samples y (n_samples,)."""
         A, B = np.empty(self.n_lines), np.empty(self.n_lines)
         for b in self.blocks:
-            seg = y[b.samples]
-            A[b.lines] = b.C @ seg
-            B[b.lines] = b.S @ seg
+            AB = b.CS @ y[b.samples]
+            n = len(AB) // 2
+            A[b.lines], B[b.lines] = AB[:n], AB[n:]
         return A, B
 
     def transpose(self, dA: np.ndarray, dB: np.ndarray, out: np.ndarray) -> np.ndarray:
         """out += R_c^T dA + R_s^T dB: the derivative with respect to y of a function of
         (A, B) whose derivatives are dA, dB."""
         for b in self.blocks:
-            out[b.samples] += dA[b.lines] @ b.C + dB[b.lines] @ b.S
+            out[b.samples] += np.concatenate([dA[b.lines], dB[b.lines]]) @ b.CS
         return out
 
     def spectrum(self, y: np.ndarray) -> Spectrum:
@@ -336,10 +343,9 @@ def fourier_map(t: np.ndarray, windows: Sequence[Window], quadrature: str = "lef
                     raise InputError(f"the phase function of line {j} of {name} must return "
                                      f"{ts.size} finite values")
                 phases[j] = ph
-        C = amp * np.cos(phases)
-        S = amp * np.sin(phases)
         n = len(w.lines)
-        blocks.append(_Block(slice(row, row + n), slice(i0, i1), C, S))
+        CS = np.concatenate([amp * np.cos(phases), amp * np.sin(phases)])
+        blocks.append(_Block(slice(row, row + n), slice(i0, i1), CS))
         row += n
     return FourierMap(len(t), tuple(blocks), lines.frequency, lines.window, lines.weight,
                       lines.labels)
