@@ -208,7 +208,10 @@ def identify_in_frequency_domain(args) -> int:
             raise UnknownNameError(f"--model-param {k}: the model has no such parameter; "
                                    f"parameters: {model.parameter_names}")
     model_params = {**fixed, **model_error}
-    quad = args.quadrature if args.quadrature in ("left", "trapezoid") else "left"
+    quad = args.quadrature
+    if quad not in ("left", "trapezoid"):
+        raise InputError(f"--quadrature {quad}: Fourier coefficients take 'left' (the DFT "
+                         "rule) or 'trapezoid'")
     costs = [FourierCost(o, window, data, kind=args.kind, amplitude_scale="data",
                          quadrature=quad) for o in outputs]
     exp = Experiment(system, sum(costs), scenario, params=model_params,
