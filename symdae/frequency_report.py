@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 __all__ = ["add_frequency_options", "identify_in_frequency_domain", "cost_grid", "CostGrid",
-           "grid_axis"]
+           "grid_axis", "FrequencyProblem"]
 
 
 MAX_DISPLAY_LINES = 4000   # lines of the plotted spectrum (the cost uses only the band's)
@@ -155,19 +155,43 @@ def _display_analysis(window, band, nyquist: float):
                             shape=window.shape, gain=window.gain)
 
 
-def identify_in_frequency_domain(args) -> int:
-    """The ``--domain frequency`` branch of ``symdae identify`` (see the module docstring)."""
+@dataclass
+class FrequencyProblem:
+    """Everything the frequency-domain command sets up from its arguments."""
+
+    model: object
+    system: object
+    scenario: object
+    out: Path
+    free: list
+    start: dict
+    outputs: list
+    band: tuple
+    window: object
+    data: object
+    data_info: dict
+    truth: dict | None
+    fixed: dict
+    model_error: dict
+    costs: list
+    experiment: object
+    method: str
+
+    @property
+    def model_params(self) -> dict:
+        return {**self.fixed, **self.model_error}
+
+
+def _problem(args) -> FrequencyProblem:
+    """Free parameters, start, band, window, data (measured or synthetic), model error and
+    the experiment, from the arguments and the model file."""
     from .cli import _load
-    from .costs import FourierCost, LeastSquares, Window, fourier_coefficients
+    from .costs import FourierCost, Window
     from .data import Measurement
     from .errors import InputError, UnknownNameError
     from .experiment import Experiment
-    from .identification import identify
-    from .plot import plot_convergence, plot_fit
-    from .frequency_plots import plot_cost_contour, plot_spectra
 
     model, ns, system, scenario, out = _load(args)
-    method = args.method or "BFGS"
     fixed = dict(args.param)
     nominal = dict(zip(model.parameter_names, model.nominal_values))
     free = args.free or list(ns.get("FREE", []))
@@ -185,6 +209,9 @@ def identify_in_frequency_domain(args) -> int:
     band = args.band or ns.get("BAND")
     if band is None:
         raise InputError("no band: pass --band LO:HI (Hz) or define BAND in the model file")
+    if args.quadrature not in ("left", "trapezoid"):
+        raise InputError(f"--quadrature {args.quadrature}: Fourier coefficients take 'left' "
+                         "(the DFT rule) or 'trapezoid'")
     span = args.window_span or (scenario.t0, scenario.t_end)
     window = Window.over_band(span[0], span[1], band[0], band[1], shape=args.window)
 
@@ -207,94 +234,123 @@ def identify_in_frequency_domain(args) -> int:
         if k not in nominal:
             raise UnknownNameError(f"--model-param {k}: the model has no such parameter; "
                                    f"parameters: {model.parameter_names}")
-    model_params = {**fixed, **model_error}
-    quad = args.quadrature
-    if quad not in ("left", "trapezoid"):
-        raise InputError(f"--quadrature {quad}: Fourier coefficients take 'left' (the DFT "
-                         "rule) or 'trapezoid'")
     costs = [FourierCost(o, window, data, kind=args.kind, amplitude_scale="data",
-                         quadrature=quad) for o in outputs]
-    exp = Experiment(system, sum(costs), scenario, params=model_params,
+                         quadrature=args.quadrature) for o in outputs]
+    exp = Experiment(system, sum(costs), scenario, params={**fixed, **model_error},
                      name=f"{model.name}-frequency")
-    print(f"identifying {free} of {model.name} in the frequency domain: {args.kind} cost on "
-          f"{len(window.lines)} lines in [{band[0]:g}, {band[1]:g}] Hz of {outputs}, "
-          f"{window.shape_name} window [{span[0]:g}, {span[1]:g}] s, model parameters "
-          f"{model_params or 'nominal'}, {method}", file=sys.stderr)
-    result = identify(exp, free, start, bounds=dict(args.bound) or None, method=method,
-                      max_iterations=args.max_iterations, progress=not args.quiet)
+    return FrequencyProblem(model, system, scenario, out, free, start, outputs, tuple(band),
+                            window, data, data_info, truth, fixed, model_error, costs, exp,
+                            args.method or "BFGS")
 
-    t0 = time.perf_counter()
-    runs = {"start": exp.simulate(start), "identified": exp.simulate(result.values)}
+
+def _report(pb: FrequencyProblem, args, result, runs, contrast) -> dict:
+    """report.json: setup, analysis, result, spectra and the time-domain contrast."""
+    w, sc = pb.window, pb.scenario
     report = {
-        "model": model.name, "domain": "frequency",
-        "scenario": {"t_end": scenario.t_end, "h": scenario.h, "alpha": scenario.alpha,
-                     "t0": scenario.t0, "fixed_parameters": fixed},
-        "model_parameters": model_params, "model_error": model_error, "data": data_info,
-        "outputs": outputs,
-        "analysis": {"band_hz": list(band), "window": window.shape_name,
-                     "window_span_s": list(span), "gain": window.gain,
-                     "lines_hz": window.frequencies.tolist(), "kind": args.kind,
-                     "quadrature": quad,
-                     "amplitude_scale": {c.output: c.amplitude_scale for c in costs},
+        "model": pb.model.name, "domain": "frequency",
+        "scenario": {"t_end": sc.t_end, "h": sc.h, "alpha": sc.alpha, "t0": sc.t0,
+                     "fixed_parameters": pb.fixed},
+        "model_parameters": pb.model_params, "model_error": pb.model_error,
+        "data": pb.data_info, "outputs": pb.outputs,
+        "analysis": {"band_hz": list(pb.band), "window": w.shape_name,
+                     "window_span_s": [w.start, w.end], "gain": w.gain,
+                     "lines_hz": w.frequencies.tolist(), "kind": args.kind,
+                     "quadrature": args.quadrature,
+                     "amplitude_scale": {c.output: c.amplitude_scale for c in pb.costs},
                      "note": "J is evaluated on amplitudes divided by amplitude_scale "
                              "(the largest measured amplitude in the band)"},
         "result": result.to_dict(),
-        "spectra": {c.output: {"start": c.details(system, runs["start"]).simulated.to_dict(),
-                               "identified": c.details(system, runs["identified"])
-                               .simulated.to_dict(),
-                               "measured": c.measured.to_dict()} for c in costs},
+        "spectra": {c.output: {**{k: c.spectrum(tr).to_dict() for k, tr in runs.items()},
+                               "measured": c.measured.to_dict()} for c in pb.costs},
     }
-    if truth is not None:
-        report["relative_error"] = result.relative_error(truth)
-    contrast = None
-    if not args.no_contrast:
-        ls = Experiment(system, LeastSquares(data, outputs), scenario, params=model_params,
-                        name=f"{model.name}-time")
-        print("time-domain contrast: least squares on the same data, model and start",
-              file=sys.stderr)
-        contrast = identify(ls, free, start, bounds=dict(args.bound) or None, method=method,
-                            max_iterations=args.max_iterations, progress=False)
+    if pb.truth is not None:
+        report["relative_error"] = result.relative_error(pb.truth)
+    if contrast is not None:
         report["time_domain_contrast"] = contrast.to_dict()
-        if truth is not None:
-            report["time_domain_contrast"]["relative_error"] = contrast.relative_error(truth)
+        if pb.truth is not None:
+            report["time_domain_contrast"]["relative_error"] = contrast.relative_error(pb.truth)
+    return report
 
-    # figures: spectra (Figs. 2-3), time history (Fig. 4), convergence and contour (Fig. 5)
-    first = outputs[0]
-    nyq = 0.5 / scenario.h
-    shown = _display_analysis(window, band, nyq)
-    idx, measured = data.align(runs["start"].t, first)
-    t_grid = runs["start"].t
-    spectra = {"measured": fourier_coefficients(t_grid[idx], measured, [shown]).amplitude}
+
+def _figures(pb: FrequencyProblem, result, runs, contrast, n_contour: int):
+    """spectra.png (Figs. 2-3), time.png (Fig. 4), convergence.png (Fig. 5a) and, for two free
+    parameters, contour.png (Fig. 5b). Returns the files and the cost grids."""
+    from .costs import fourier_coefficients
+    from .frequency_plots import plot_cost_contour, plot_spectra
+    from .plot import plot_convergence, plot_fit
+
+    out, first, free = pb.out, pb.outputs[0], pb.free
+    shown = _display_analysis(pb.window, pb.band, 0.5 / pb.scenario.h)
+    t = runs["start"].t
+    idx, measured = pb.data.align(t, first)
+    spectra = {"measured": fourier_coefficients(t[idx], measured, [shown]).amplitude}
     for label, tr in runs.items():
         spectra[label] = fourier_coefficients(tr.t, tr.outputs[first], [shown]).amplitude
-    files = [plot_spectra(shown.frequencies, spectra, band, out / "spectra.png", first,
-                          window.frequencies),
-             plot_fit(t_grid[idx], measured, {k: tr.outputs[first][idx] for k, tr in
-                                              runs.items()}, out / "time.png", first),
-             plot_convergence(result, out / "convergence.png", reference=truth)]
-    if args.contour > 0 and len(free) == 2:
-        grids = _contour_grids(exp, free, start, result.values, truth, args.contour)
-        report["cost_grids"] = [g.to_dict() for g in grids]
-        paths = {f"{method} path (frequency domain)":
+    files = [plot_spectra(shown.frequencies, spectra, pb.band, out / "spectra.png", first,
+                          pb.window.frequencies),
+             plot_fit(t[idx], measured, {k: tr.outputs[first][idx] for k, tr in runs.items()},
+                      out / "time.png", first),
+             plot_convergence(result, out / "convergence.png", reference=pb.truth)]
+    grids = []
+    if n_contour > 0 and len(free) == 2:
+        grids = _contour_grids(pb.experiment, free, pb.start, result.values, pb.truth,
+                               n_contour)
+        paths = {f"{result.method} path (frequency domain)":
                  ([e["values"][free[0]] for e in result.history],
                   [e["values"][free[1]] for e in result.history])}
-        points = {"start": (start[free[0]], start[free[1]]),
+        points = {"start": (pb.start[free[0]], pb.start[free[1]]),
                   "identified": (result.values[free[0]], result.values[free[1]])}
-        if truth:
-            points["true"] = (truth[free[0]], truth[free[1]])
+        if pb.truth:
+            points["true"] = (pb.truth[free[0]], pb.truth[free[1]])
         if contrast is not None:
             points["time-domain fit"] = (contrast.values[free[0]], contrast.values[free[1]])
         files.append(plot_cost_contour(grids, out / "contour.png", paths, points))
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
+    return files, grids
+
+
+def identify_in_frequency_domain(args) -> int:
+    """The ``--domain frequency`` branch of ``symdae identify`` (see the module docstring)."""
+    from .costs import LeastSquares
+    from .experiment import Experiment
+    from .identification import identify
+
+    pb = _problem(args)
+    w, bounds = pb.window, dict(args.bound) or None
+    print(f"identifying {pb.free} of {pb.model.name} in the frequency domain: {args.kind} "
+          f"cost on {len(w.lines)} lines in [{pb.band[0]:g}, {pb.band[1]:g}] Hz of "
+          f"{pb.outputs}, {w.shape_name} window [{w.start:g}, {w.end:g}] s, model parameters "
+          f"{pb.model_params or 'nominal'}, {pb.method}", file=sys.stderr)
+    result = identify(pb.experiment, pb.free, pb.start, bounds=bounds, method=pb.method,
+                      max_iterations=args.max_iterations, progress=not args.quiet)
+    t0 = time.perf_counter()
+    contrast = None
+    if not args.no_contrast:
+        print("time-domain contrast: least squares on the same data, model and start",
+              file=sys.stderr)
+        ls = Experiment(pb.system, LeastSquares(pb.data, pb.outputs), pb.scenario,
+                        params=pb.model_params, name=f"{pb.model.name}-time")
+        contrast = identify(ls, pb.free, pb.start, bounds=bounds, method=pb.method,
+                            max_iterations=args.max_iterations, progress=False)
+    runs = {"start": pb.experiment.simulate(pb.start),
+            "identified": pb.experiment.simulate(result.values)}
+    report = _report(pb, args, result, runs, contrast)
+    files, grids = _figures(pb, result, runs, contrast, args.contour)
+    if grids:
+        report["cost_grids"] = [g.to_dict() for g in grids]
+    report_path = pb.out / "report.json"
+    report_path.write_text(json.dumps(report, indent=1, default=_json_default))
+
     print(result.summary())
-    if truth is not None:
+    if pb.truth is not None:
         errs = ", ".join(f"{k} {v:.3e}" for k, v in report["relative_error"].items())
         print(f"relative errors against the true values: {errs}")
         if contrast is not None:
-            errs = ", ".join(f"{k} {v:.3e}" for k, v in contrast.relative_error(truth).items())
+            errs = ", ".join(f"{k} {v:.3e}" for k, v in
+                             contrast.relative_error(pb.truth).items())
             print(f"time-domain least squares from the same start: {errs}")
-    names = ", ".join(str(Path(f).name) for f in [out / "report.json", *files])
-    print(f"wrote {out}/: {names} ({time.perf_counter() - t0:.2f} s for report and plots)")
+    names = ", ".join(Path(f).name for f in [report_path, *files])
+    print(f"wrote {pb.out}/: {names} ({time.perf_counter() - t0:.2f} s for the contrast, "
+          "report and plots)")
     return 0
 
 

@@ -9,15 +9,14 @@ polynomials or smooth functions of the samples).
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 import pytest
 from scipy.signal import get_window
 
 import symdae
-from symdae.costs import (KINDS, FourierCost, Line, Spectrum, Window, band_lines,
-                          fourier_coefficients, fourier_map, window_shape)
+from symdae.costs import (KINDS, FourierCost, Line, Window, band_lines,
+                          fourier_coefficients, window_shape)
 from symdae.data import Measurement
 from symdae.errors import DataError, InputError
 

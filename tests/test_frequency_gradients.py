@@ -163,7 +163,9 @@ def test_many_windows_and_a_prescribed_phase():
 
     case = CASES[2]
     sw = sweeps(case)
-    theta = lambda t: 2 * np.pi * (1.3 * t + 0.01 * t**2)        # a prescribed 'angle'
+    def theta(t):                       # a prescribed 'angle' of a slow run-up
+        return 2 * np.pi * (1.3 * t + 0.01 * t**2)
+
     windows = [Window.over_band(2.0, 10.0, 1.0, 1.5, shape="hann", weights=0.5),
                Window.over_band(10.0, 20.0, 1.2, 1.5),
                Window(4.0, 16.0, (Line(1.3, 2.0, phase=theta), Line(2.6)), "hamming")]
