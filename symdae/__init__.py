@@ -15,7 +15,8 @@ from .emit import emit_cython
 from .errors import (BuildError, DataError, InconsistentInitialStateError, InputError,
                      ModelError, NewtonError, SimulationError, SingularMatrixError, SymdaeError,
                      UndeclaredSymbolError, UnknownNameError)
-from .costs import Cost, CostSum, LeastSquares, OutputIntegral
+from .costs import (Cost, CostSum, FourierCost, LeastSquares, Line, OutputIntegral, Spectrum,
+                    Window, fourier_coefficients)
 from .data import Measurement
 from .experiment import Evaluation, Experiment, evaluate_many
 from .identification import IdentificationResult, identify
@@ -32,7 +33,8 @@ __all__ = [
     "default_cache_dir", "System", "Trajectory", "load_model", "bundled_models",
     "adjoint_gradient", "tangent", "TangentResult", "Cost", "CostSum", "LeastSquares",
     "OutputIntegral", "Measurement", "Scenario", "Experiment", "Evaluation", "evaluate_many",
-    "identify", "IdentificationResult",
+    "identify", "IdentificationResult", "FourierCost", "Window", "Line", "Spectrum",
+    "fourier_coefficients",
     "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError", "SimulationError",
     "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",
     "InputError", "UnknownNameError",

@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "paper's eta_i = h for i < N)")
     p.add_argument("--quiet", action="store_true", help="no progress line per iteration")
     p.set_defaults(func=_cmd_identify)
+    from .frequency_report import add_frequency_options   # --domain frequency and its options
+    add_frequency_options(p, time_domain=_cmd_identify)
     return parser
 
 
