@@ -24,6 +24,7 @@ time-term kernels), one enum line in the header and the ``.pxd``, and a new ABI 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -168,6 +169,13 @@ def _param_vjp(ds, w):
                                           _matTvec(ds.PC, wC) if ds.m else [0] * ds.n_p)]]
 
 
+def _residual_magnitude(ds, w):
+    S = ds.symbols
+    sizes = dict(zip(S.q, w["qs"])) | dict(zip(S.v, w["vs"]))
+    exact = (S.t,) + S.p + S.u
+    return [[magnitude(e, sizes, exact) for e in M] for M in (ds.Ma, ds.g, ds.C)]
+
+
 def _output_vjp(ds, w):
     return [_matTvec(ds.Sx, w["dphi"]), _matTvec(ds.Sp, w["dphi"])]
 
@@ -183,9 +191,10 @@ KERNELS = (
                    "with (1, 0, 0) the consistent-initialisation matrix"),
     KernelSpec("outputs", (_b("s", "n_s"),), forward=True, build=lambda ds, w: [ds.s],
                doc="the model outputs s(t, x, p, u)"),
-    KernelSpec("residual_magnitude", (_b("Ma", "n"), _b("g", "n"), _b("C", "m")), forward=True,
-               build=lambda ds, w: [[magnitude(e) for e in M] for M in (ds.Ma, ds.g, ds.C)],
-               doc="the size of the terms of each residual entry (symdae.roundoff): eps "
+    KernelSpec("residual_magnitude", (_b("Ma", "n"), _b("g", "n"), _b("C", "m")),
+               (_b("qs", "n"), _b("vs", "n")), forward=True, build=_residual_magnitude,
+               doc="the size of the terms of each residual entry, q and v counted with the "
+                   "sizes qs, vs of the terms they were summed from (symdae.roundoff): eps "
                    "times it is the entry's rounding error, the Newton test's floor"),
     KernelSpec("jacobians", (_b("JM", "n", "n"), _b("JG", "n", "n"), _b("GV", "n", "n"),
                              _b("Cq", "m", "n")),
@@ -248,14 +257,20 @@ def kernel(name: str) -> KernelSpec:
 
 
 # ---------------------------------------------------------------------------- layouts
+@functools.lru_cache(maxsize=4096)
+def _layout(name: str, sizes: Sizes, weights: bool) -> dict:
+    spec = kernel(name)
+    return _offsets(spec.weights if weights else spec.blocks, sizes)
+
+
 def size(name: str, sizes: Sizes) -> int:
     """Length of kernel ``name``'s flat output."""
-    return sum(b.size(sizes) for b in kernel(name).blocks)
+    return max((stop for _, stop, _ in _layout(name, sizes, False).values()), default=0)
 
 
 def weight_size(name: str, sizes: Sizes) -> int:
     """Length of the weight vector kernel ``name`` reads."""
-    return sum(b.size(sizes) for b in kernel(name).weights)
+    return max((stop for _, stop, _ in _layout(name, sizes, True).values()), default=0)
 
 
 def _offsets(blocks, sizes: Sizes) -> dict:
@@ -268,29 +283,29 @@ def _offsets(blocks, sizes: Sizes) -> dict:
 
 
 def layout(name: str, sizes: Sizes, *, weights: bool = False) -> dict:
-    """{block: (start, stop, shape)} of kernel ``name``'s output (or weight) vector."""
-    spec = kernel(name)
-    return _offsets(spec.weights if weights else spec.blocks, sizes)
+    """{block: (start, stop, shape)} of kernel ``name``'s output (or weight) vector (a fresh
+    dict; the layout itself is computed once per kernel and sizes)."""
+    return dict(_layout(name, sizes, weights))
 
 
 def split(name: str, flat, sizes: Sizes) -> dict:
     """Named views of a flat kernel output: {block: array of the block's shape}."""
     flat = np.asarray(flat)
-    lay = layout(name, sizes)
-    total = max((stop for _, stop, _ in lay.values()), default=0)
-    if flat.shape != (total,):
-        raise InputError(f"kernel {name}: output has shape {flat.shape}, expected ({total},)")
-    return {b: flat[start:stop].reshape(shape) for b, (start, stop, shape) in lay.items()}
+    if flat.shape != (size(name, sizes),):
+        raise InputError(f"kernel {name}: output has shape {flat.shape}, expected "
+                         f"({size(name, sizes)},)")
+    return {b: flat[start:stop].reshape(shape)
+            for b, (start, stop, shape) in _layout(name, sizes, False).items()}
 
 
 def pack_weights(name: str, sizes: Sizes, **blocks) -> np.ndarray:
     """The flat weight vector of kernel ``name`` from named blocks (missing blocks are 0)."""
-    lay = layout(name, sizes, weights=True)
+    lay = _layout(name, sizes, True)
     unknown = sorted(set(blocks) - set(lay))
     if unknown:
         raise UnknownNameError(f"kernel {name} has no weight block(s) {unknown}; its weights "
                                f"are {list(lay)}")
-    w = np.zeros(max((stop for _, stop, _ in lay.values()), default=0))
+    w = np.zeros(weight_size(name, sizes))
     for b, x in blocks.items():
         start, stop, shape = lay[b]
         w[start:stop] = np.broadcast_to(np.asarray(x, dtype=float), shape).ravel()

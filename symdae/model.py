@@ -36,12 +36,14 @@ class KernelSymbols:
     u: tuple
 
     @staticmethod
-    def make(t: sp.Symbol, n: int, m: int, n_p: int, n_u: int) -> "KernelSymbols":
+    def make(n: int, m: int, n_p: int, n_u: int) -> "KernelSymbols":
+        # every slot is real (so is time): SymPy then keeps |exp(x)|, |x|' and the like free
+        # of re() and im(), which no kernel can compute
         def vec(name, k):
             return tuple(sp.Symbol(f"{name}[{i}]", real=True) for i in range(k))
 
-        return KernelSymbols(t, vec("q", n), vec("v", n), vec("a", n), vec("lam", m),
-                             vec("p", n_p), vec("u", n_u))
+        return KernelSymbols(sp.Symbol("t", real=True), vec("q", n), vec("v", n), vec("a", n),
+                             vec("lam", m), vec("p", n_p), vec("u", n_u))
 
 
 def _as_expr(x, what: str) -> sp.Expr:
@@ -208,7 +210,7 @@ class Model:
         self.initial_velocities = tuple(v0)
 
         self._check_names()
-        self.symbols = KernelSymbols.make(t, n, m, len(self.parameters), len(self.inputs))
+        self.symbols = KernelSymbols.make(n, m, len(self.parameters), len(self.inputs))
         self._replacements = self._make_replacements()
         self._check_expressions()
 
@@ -279,6 +281,7 @@ class Model:
             rep[s] = S.p[k]
         for k, s in enumerate(self.inputs):
             rep[s] = S.u[k]
+        rep[self.time] = S.t
         return rep
 
     def to_kernel(self, expr: sp.Expr) -> sp.Expr:
@@ -297,7 +300,7 @@ class Model:
         undeclared += [s for s in expr.free_symbols - {self.time} if s not in rep]
         if undeclared:
             raise UndeclaredSymbolError(undeclared, where)
-        free = self.to_kernel(expr).free_symbols - {self.time}
+        free = self.to_kernel(expr).free_symbols - {self.symbols.t}
         bad = sorted((s for s in free if s not in allowed), key=str)
         if bad:
             inverse = {v: k for k, v in self._replacements.items()}

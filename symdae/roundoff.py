@@ -15,38 +15,52 @@ from sympy.core.function import ArgumentIndexError
 __all__ = ["magnitude"]
 
 
-def magnitude(e: sp.Expr) -> sp.Expr:
+def magnitude(e: sp.Expr, sizes: dict | None = None, exact=frozenset()) -> sp.Expr:
     """An expression for the size of the terms whose rounding makes up the error of ``e``.
 
     Sums and products of terms: sums and products of their magnitudes; f(x): |f(x)| plus
     |f'(x)| times the magnitude of x (first-order propagation of x's rounding); x^r: |x^r|
-    (1 + |r| mag(x) / |x| + |log|x|| mag(r)).
+    (1 + |r| mag(x) / |x| + |log|x|| mag(r)). A symbol's magnitude is |x|, or ``sizes[x]``
+    where given: the size of the terms x itself was computed from (q_{i+1} = q_i + h v_i + ...
+    carries the rounding of those terms, not of its value). A subexpression in the ``exact``
+    symbols only counts as |e|: its inputs carry no rounding that varies (time, parameters and
+    inputs are the same at every Newton iterate), so only its own size enters a sum's
+    rounding, not the propagation through it.
     """
-    e = sp.sympify(e)
-    if e.is_Number or isinstance(e, sp.NumberSymbol):
+    sizes = sizes or {}
+    exact = frozenset(exact)
+
+    def mag(e):
+        if e.is_Number or isinstance(e, sp.NumberSymbol) or (exact and e.free_symbols <= exact):
+            return sp.Abs(e)
+        if e.is_Symbol or isinstance(e, sp.Indexed):
+            return sizes.get(e, sp.Abs(e))
+        if e.is_Add:
+            return sp.Add(*[mag(x) for x in e.args])
+        if e.is_Mul:
+            return sp.Mul(*[mag(x) for x in e.args])
+        if e.is_Pow:
+            b, x = e.args
+            if x.is_Integer and x > 0:
+                return mag(b) ** x
+            rel = sp.Abs(x) * mag(b) / sp.Abs(b)
+            if not x.is_Number:
+                rel += sp.Abs(sp.log(sp.Abs(b))) * mag(x)
+            return sp.Abs(e) * (1 + rel)
+        if isinstance(e, sp.Function) and e.args:
+            return _function(e, mag)
         return sp.Abs(e)
-    if e.is_Symbol or isinstance(e, sp.Indexed):
-        return sp.Abs(e)
-    if e.is_Add:
-        return sp.Add(*[magnitude(x) for x in e.args])
-    if e.is_Mul:
-        return sp.Mul(*[magnitude(x) for x in e.args])
-    if e.is_Pow:
-        b, x = e.args
-        if x.is_Integer and x > 0:
-            return magnitude(b) ** x
-        rel = sp.Abs(x) * magnitude(b) / sp.Abs(b)
-        if not x.is_Number:
-            rel += sp.Abs(sp.log(sp.Abs(b))) * magnitude(x)
-        return sp.Abs(e) * (1 + rel)
-    if isinstance(e, sp.Function) and e.args:
-        terms = [sp.Abs(e)]
-        for i, x in enumerate(e.args):
-            try:
-                d = e.fdiff(i + 1)
-            except (ArgumentIndexError, NotImplementedError, TypeError):
-                d = sp.Derivative(e, x)
-            # not differentiable (sign, floor, ...): count x's rounding once
-            terms.append((1 if d.has(sp.Derivative) else sp.Abs(d)) * magnitude(x))
-        return sp.Add(*terms)
-    return sp.Abs(e)
+
+    return mag(sp.sympify(e))
+
+
+def _function(e, mag):
+    terms = [sp.Abs(e)]
+    for i, x in enumerate(e.args):
+        try:
+            d = e.fdiff(i + 1)
+        except (ArgumentIndexError, NotImplementedError, TypeError):
+            d = sp.Derivative(e, x)
+        # not differentiable (sign, floor, ...): count x's rounding once
+        terms.append((1 if d.has(sp.Derivative) else sp.Abs(d)) * mag(x))
+    return sp.Add(*terms)

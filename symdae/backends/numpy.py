@@ -135,8 +135,7 @@ class NumpyBackend:
             S[i] = self._k("outputs", t[i], Q[i], V[i], A[i], L[i], p, U[i])
             if store:
                 Ks[i] = K
-            mag = self._k("residual_magnitude", t[i], Q[i], V[i], A[i], L[i], p, U[i])
-            return res[n:2 * n].copy(), self._noise(K, Q[i], V[i], A[i], L[i], mag, c)
+            return res[n:2 * n].copy(), self._noise(t[i], Q[i], V[i], A[i], L[i], p, U[i], c)
 
         res = self._k("residual", t[0], Q[0], V[0], A[0], L[0], p, U[0])
         gprev, (nu, fq) = settle(0, res)
@@ -159,17 +158,16 @@ class NumpyBackend:
         rep = SweepReport("ok", Counters(**counts))
         return ForwardResult(grid, p, U, Q, V, A, L, S, rep, Ks)
 
-    @staticmethod
-    def _noise(K, q, v, a, lam, mag, c):
+    def _noise(self, t, q, v, a, lam, p, u, c):
         """(round-off level of each residual row, rounding of (a, lam) from q's rounding)
         near a state: newton.pxd, residual_noise."""
         n = q.shape[0]
-        fq = np.concatenate([(np.abs(q) + c.h * np.abs(v) + c.h * c.h * np.abs(a))
-                             * (_EPS / c.s), np.abs(lam) * _EPS])
-        nu = np.abs(K) @ fq
-        nu[:n] += _EPS * (c.cM * mag[:n] + (1.0 + abs(c.ap)) * mag[n:2 * n])
-        nu[n:] += _EPS * mag[2 * n:] / c.s
-        return nu, fq
+        qs = np.abs(q) + c.h * np.abs(v) + c.h * c.h * np.abs(a)
+        vs = np.abs(v) + c.h * np.abs(a)
+        mag = self._k("residual_magnitude", t, q, v, a, lam, p, u, np.concatenate([qs, vs]))
+        nu = np.concatenate([_EPS * (c.cM * mag[:n] + (1.0 + abs(c.ap)) * mag[n:2 * n]),
+                             _EPS * mag[2 * n:] / c.s])
+        return nu, np.concatenate([qs * _EPS / c.s, np.abs(lam) * _EPS])
 
     def _newton(self, t1, qh, vh, y, gprev, nu, fq, p, u, c, rtol, max_iter, counts):
         """Full Newton for one step: (y, residual terms) or a failure report. The stopping

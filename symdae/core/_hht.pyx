@@ -231,7 +231,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     w.dy = take(a, nm)
     w.y = take(a, nm)
     w.nu = take(a, nm)
-    w.fq = take(a, nm)
+    w.fq = take(a, max(nm, 2 * n))    # also the (qs, vs) weights of residual_magnitude
     w.K = take(a, nm * nm)
     w.LUr = take(a, nm * nm)
     w.pr = take_int(a, nm)
@@ -264,7 +264,7 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     pivot = factor_into(km, x, c.kw, w.K, LU[0], piv[0], nm)
     if pivot != 0:
         return pivot
-    residual_noise(km, w.K, x, c, w.mag, w.fq, w.nu)
+    residual_noise(km, x, c, w.mag, w.fq, w.nu)
     return 0
 
 

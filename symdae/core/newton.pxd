@@ -12,8 +12,8 @@
 #      and w_k = rtol |y_k| + 10 eps max|lam| for multipliers;
 #  (b) the residual is at its round-off level: |R_r| <= 4 nu_r for every row, where nu_r is the
 #      rounding of row r's own terms (the residual_magnitude kernel: a constraint's constants
-#      count, not only the coordinates) plus the rounding of q carried through K (see
-#      residual_noise), taken at the last accepted state;
+#      count, not only the coordinates; q and v with the rounding of the sums they come from,
+#      see residual_noise), taken at the last accepted state;
 #  (c) it stagnates at the round-off level: with a matrix refreshed at the current iterate
 #      the scaled residual max_r |R_r| / nu_r no longer halves, and it is below 64: the
 #      iteration is limited by rounding, not by the matrix.
@@ -75,35 +75,33 @@ cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const 
     return lu_factor(LU, piv, nm)
 
 
-cdef inline void residual_noise(const symdae_model* km, const double* K, const symdae_args* x,
-                                const Scheme* c, double* mag, double* fq,
-                                double* nu) noexcept nogil:
+cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
+                                double* mag, double* fq, double* nu) noexcept nogil:
     """nu_r <- round-off level of residual row r near the accepted state x.
 
-    Two sources: each row's own terms (eps times their size, the residual_magnitude kernel,
-    evaluated into mag), and q_{i+1} = q_i + h v_i + ... + s a_{i+1}, a sum whose rounding is
-    eps times the size of its terms, not of the result (q may cross zero), hence
-    |q| + h |v| + h^2 |a|, which K spreads over the rows.
+    Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
+    where q and v count with the size of the terms they are summed from: q_{i+1} = qhat + s a
+    with qhat = q_i + h v_i + ca a_i carries the rounding of |q| + h |v| + h^2 |a|, not of q
+    (which may cross zero), and v_{i+1} that of |v| + h |a|. fq: what that rounding of q
+    means for a (divided by s), the floor of test (a). Uses fq and mag as scratch for the
+    sizes (the kernel's weights).
     """
-    cdef int r, k, n = km.n, m = km.m, nm = km.n + km.m
-    cdef double acc, eps = DBL_EPSILON
-    cdef const double* Kr
-    memset(mag, 0, (2 * n + m) * sizeof(double))
-    call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, NULL, mag)
+    cdef int k, n = km.n, m = km.m
+    cdef double eps = DBL_EPSILON
     for k in range(n):
-        fq[k] = (fabs(x.q[k]) + c.h * fabs(x.v[k]) + c.h * c.h * fabs(x.a[k])) * (eps / c.s)
+        fq[k] = fabs(x.q[k]) + c.h * fabs(x.v[k]) + c.h * c.h * fabs(x.a[k])
+        nu[k] = fabs(x.v[k]) + c.h * fabs(x.a[k])
+    memcpy(fq + n, nu, n * sizeof(double))          # weights (qs, vs), contiguous
+    memset(mag, 0, (2 * n + m) * sizeof(double))
+    call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, fq, mag)
+    for k in range(n):
+        nu[k] = eps * (c.cM * mag[k] + (1.0 + fabs(c.ap)) * mag[n + k])
+    for k in range(m):
+        nu[n + k] = eps * mag[2 * n + k] / c.s
+    for k in range(n):
+        fq[k] *= eps / c.s
     for k in range(m):
         fq[n + k] = fabs(x.lam[k]) * eps
-    for r in range(nm):
-        Kr = K + r * nm
-        acc = 0.0
-        for k in range(nm):
-            acc += fabs(Kr[k]) * fq[k]
-        if r < n:
-            acc += eps * (c.cM * mag[r] + (1.0 + fabs(c.ap)) * mag[n + r])
-        else:
-            acc += eps * mag[n + r] / c.s
-        nu[r] = acc
 
 
 cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double rtol, int n,

@@ -199,7 +199,7 @@ class FourierCost(Cost):
                 J = 0.5 * float(np.sum(rho * e * e))
                 f = 2.0 * rho * e / (P + eps)
             ga, gb = f * a, f * b
-        dS = np.zeros((len(traj.t), system.kernels.n_s))
+        dS = np.zeros((len(traj.t), system.sizes.n_s))
         fmap.transpose(ga / s, gb / s, dS[:, col])
         return FourierEvaluation(J, dS, sim, self.measured, self.kind, s)
 
