@@ -123,7 +123,9 @@ def refine(experiment: Experiment, name: str, start: float, lower: float, upper:
            **options) -> IdentificationResult:
     """Minimise the experiment's cost in ``name`` on [lower, upper] from ``start``, with the
     exact gradient (:func:`symdae.identify`). With ``normalise`` the optimiser works on
-    J / J(start) (the result's costs are then relative to the start)."""
+    J / J(start) (the result's costs are then relative to the start) and L-BFGS-B stops when
+    an iteration lowers that by less than 1e-12 (``options={"ftol": ...}`` to change it): at
+    round-off its line search would spend tens of simulations for no visible change."""
     if not lower <= start <= upper:
         raise InputError(f"refine: start {start!r} lies outside [{lower!r}, {upper!r}]")
     if normalise:
@@ -131,6 +133,9 @@ def refine(experiment: Experiment, name: str, start: float, lower: float, upper:
         if J0 > 0 and math.isfinite(J0):
             experiment = dataclasses.replace(experiment, cost=_ScaledCost(experiment.cost,
                                                                            1.0 / J0))
+            if method == "L-BFGS-B":
+                options = {**options, "options": {"ftol": 1e-12,
+                                                  **dict(options.get("options") or {})}}
     return identify(experiment, [name], {name: start}, bounds={name: (lower, upper)},
                     method=method, progress=progress, **options)
 
