@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import symdae
-from symdae import Experiment, Measurement, PODCost, identify, natural_modes, pod
+from symdae import Experiment, Measurement, PODCost, natural_modes, pod
 from symdae.costs import LeastSquares
 from symdae.decomposition import PODWarning, mac
 from symdae.gridsearch import refine, scan
@@ -262,7 +262,7 @@ def main(argv=None) -> int:
     # ---- 5. control: matched supports
     grid_c = grid + args.step / 2                       # 500 is not a grid point
     grid_c = grid_c[grid_c <= 1000.0]
-    s_ctl, rows5, scan_c, _ = scan_and_refine(system, sc, costs, grid_c, {}, args.workers)
+    _, rows5, scan_c, _ = scan_and_refine(system, sc, costs, grid_c, {}, args.workers)
     report["control"] = rows5
     worst = max(abs(x["rel_error"]) for x in rows5.values())
     md += ["## 5. Control: matched supports (k_s = 2000, c_s = 2.0)", "",

@@ -202,7 +202,7 @@ def test_pod_gradients_adjoint_tangent_and_fd(beam, data, alpha):
         scaled = np.max(np.abs(g - g_tlm) * p0) / np.max(np.abs(g * p0))
         assert scaled <= 1e-10, (key, scaled)
         assert abs(g[k] - g_tlm[k]) <= 1e-10 * abs(g[k]), key
-        e = fd_errors(lambda x: cost.evaluate(system, runs[x])[0], g[k], EI0, delta)
+        e = fd_errors(lambda x, c=cost: c.evaluate(system, runs[x])[0], g[k], EI0, delta)
         assert 3.5 <= e[0] / e[1] <= 4.5, (key, e)      # truncation error, O(delta^2)
         assert e[2] <= 1e-6, (key, e)                   # and nothing else
 
@@ -225,7 +225,7 @@ def test_pod_gradient_on_the_three_element_beam():
         g_tlm = float(np.einsum("is,is->", dS, tg.ds[:, :, 0]))
         assert abs(g - g_tlm) <= 1e-10 * abs(g)
 
-        def J_of(x):
+        def J_of(x, cost=cost):
             return cost.evaluate(system, system.simulate(sc, params={**P, "EI": x}))[0]
 
         e = fd_errors(J_of, g, EI0, 1e-4)
