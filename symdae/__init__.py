@@ -39,3 +39,14 @@ __all__ = [
     "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",
     "InputError", "UnknownNameError",
 ]
+
+# POD-mode costs (issue 11): snapshot POD, costs on mode coefficients, the linearised model's
+# natural modes, and a scan-then-refine search for one parameter
+from .costs import PODCost  # noqa: E402
+from .decomposition import PODModeError, PODResult, PODWarning, Spectrum, pod  # noqa: E402
+from .linear import NaturalModes, linearise, natural_modes  # noqa: E402
+from .gridsearch import ScanResult, refine, scan, scan_refine  # noqa: E402
+
+__all__ += ["pod", "PODResult", "Spectrum", "PODCost", "PODModeError", "PODWarning",
+            "linearise", "natural_modes", "NaturalModes", "scan", "refine", "scan_refine",
+            "ScanResult"]

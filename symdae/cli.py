@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import cli_pod
+
 
 __all__ = ["main", "build_parser"]
 
@@ -105,8 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="quadrature weights of the least-squares cost (default: left, the "
                    "paper's eta_i = h for i < N)")
     p.add_argument("--quiet", action="store_true", help="no progress line per iteration")
-    p.set_defaults(func=_cmd_identify)
-    from .frequency_report import add_frequency_options   # --domain frequency and its options
+    p.add_argument("--domain", choices=["time", "frequency", "pod"], default="time",
+                   help="time: least squares on the outputs (default); frequency: Fourier "
+                   "amplitudes in a band (the frequency-domain paper's eq. 5; BFGS unless "
+                   "--method is given); pod: least squares on the coefficients of proper "
+                   "orthogonal modes of the outputs")
+    cli_pod.add_arguments(p, _assignment)
+    from .frequency_report import add_frequency_options   # the frequency-domain options
     add_frequency_options(p, time_domain=_cmd_identify)
     return parser
 
@@ -154,7 +161,6 @@ def _cmd_simulate(args) -> int:
 
 def _cmd_identify(args) -> int:
     from .errors import InputError, UnknownNameError
-    from .costs import LeastSquares
     from .data import Measurement
     from .experiment import Experiment
     from .identification import identify
@@ -182,25 +188,30 @@ def _cmd_identify(args) -> int:
         data_info = {"source": str(args.data), "synthetic": False}
     else:
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or model.output_names
-        truth = {k: nominal[k] for k in free}
-        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h), params=fixed)
+        true_params = {**fixed, **dict(args.data_param)}
+        truth = {k: true_params.get(k, nominal[k]) for k in free}
+        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h),
+                                   params=true_params)
         data = Measurement.from_trajectory(true_run, outputs)
         data.to_csv(out / "data.csv")
         data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": true_run.h,
                      "true_values": truth}
-    cost = LeastSquares(data, outputs, quadrature=args.quadrature)
+    cost = cli_pod.make_cost(args, data, outputs)
     exp = Experiment(system, cost, scenario, params=fixed, name=model.name)
+    start, bounds, scan_info = cli_pod.search(args, exp, free, start, dict(args.bound), out)
     print(f"identifying {free} of {model.name} from {data_info['source']} "
           f"(outputs {outputs}, h = {scenario.h:g}, t_end = {scenario.t_end:g}, "
           f"alpha = {scenario.alpha:g})",
           file=sys.stderr)
-    result = identify(exp, free, start, bounds=dict(args.bound) or None, method=args.method,
+    result = identify(exp, free, start, bounds=bounds or None, method=args.method,
                       max_iterations=args.max_iterations, progress=not args.quiet)
 
     report = {"model": model.name,
               "scenario": {"t_end": scenario.t_end, "h": scenario.h, "alpha": scenario.alpha,
                            "t0": scenario.t0, "fixed_parameters": fixed},
-              "data": data_info, "outputs": outputs, "result": result.to_dict()}
+              "data": data_info, "outputs": outputs, "result": result.to_dict(),
+              "cost": {"domain": args.domain, "scan": scan_info,
+                       **cli_pod.write_extras(args, cost, data, outputs, out)}}
     if truth is not None:
         report["relative_error"] = result.relative_error(truth)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=float))

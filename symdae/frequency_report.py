@@ -42,16 +42,12 @@ def _range(text: str) -> tuple[float, float]:
 
 
 def add_frequency_options(parser, time_domain) -> None:
-    """Add ``--domain`` and the frequency-domain options to the ``identify`` parser;
-    ``time_domain`` is the command run for ``--domain time``."""
+    """Add the frequency-domain options to the ``identify`` parser (its ``--domain`` is
+    cli.py's); ``time_domain`` is the command run for the other domains."""
     from .cli import _assignment
     from .costs import KINDS
 
     g = parser.add_argument_group("frequency domain (--domain frequency)")
-    g.add_argument("--domain", choices=["time", "frequency"], default="time",
-                   help="fit the time history (least squares, default) or Fourier amplitudes "
-                   "in a band (the frequency-domain paper's eq. 5); the frequency domain uses "
-                   "BFGS, the paper's optimiser, unless --method is given")
     g.add_argument("--band", type=_range, metavar="LO:HI",
                    help="band in Hz; the cost uses every line k/L inside it, edges included "
                    "(default: the model file's BAND)")
