@@ -35,3 +35,16 @@ __all__ = [
     "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",
     "InputError", "UnknownNameError",
 ]
+
+# statistics and Gauss-Newton identification (issue 10)
+from .errors import NotIdentifiableError
+from .fisher import (FisherInformation, OutputSensitivities, ParameterStatistics,
+                     fisher_information, output_sensitivities)
+from .montecarlo import MonteCarloResult, monte_carlo
+from .statistics import IdentificationStatistics, identification_statistics
+
+__all__ += [
+    "NotIdentifiableError", "OutputSensitivities", "output_sensitivities", "FisherInformation",
+    "fisher_information", "ParameterStatistics", "IdentificationStatistics",
+    "identification_statistics", "MonteCarloResult", "monte_carlo",
+]
