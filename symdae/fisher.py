@@ -137,7 +137,7 @@ def noise_covariance(outputs: Sequence[str], noise=None) -> np.ndarray:
             raise InputError(f"no noise level for output(s) {missing}; give one for each of "
                              f"{outputs}")
         return np.diag([_sigma(k, noise[k]) ** 2 for k in outputs])
-    if isinstance(noise, numbers.Real) and not isinstance(noise, bool):
+    if isinstance(noise, numbers.Real):       # bool included: refused by _sigma
         s = _sigma(", ".join(outputs), noise)
         return np.eye(n) * s * s
     R = np.asarray(noise, dtype=float)
@@ -348,13 +348,19 @@ def _num(x):
 
 
 def _combination(direction: Mapping, names, scales, values) -> str:
-    """'0.707 Δc/c - 0.707 Δd/d': a direction in scaled parameters, readable."""
+    """'0.707 Δc/c - 0.707 Δd/d': a direction in scaled parameters, readable (Δc alone for
+    a scale of 1, Δc/c for a relative one, Δc/1000 for another scale)."""
     terms = []
     for name, coef in sorted(direction.items(), key=lambda kv: -abs(kv[1])):
         k = list(names).index(name)
-        denom = name if values[k] != 0 and scales[k] == abs(values[k]) else f"{scales[k]:.4g}"
+        if scales[k] == 1.0:
+            change = f"Δ{name}"
+        elif values[k] != 0 and scales[k] == abs(values[k]):
+            change = f"Δ{name}/{name}"
+        else:
+            change = f"Δ{name}/{scales[k]:.4g}"
         sign = "-" if coef < 0 else "+"
-        terms.append(f"{sign} {abs(coef):.3g} Δ{name}/{denom}")
+        terms.append(f"{sign} {abs(coef):.3g} {change}")
     text = " ".join(terms)
     return text[2:] if text.startswith("+ ") else "-" + text[1:]
 

@@ -58,6 +58,7 @@ class Residuals:
         self._key = None
         self._results = None
         self._jac = (None, None)
+        self.last_point = None
 
     def physical(self, w) -> dict:
         return {k: float(v) for k, v in zip(self.free, np.asarray(w) * self.scales)}
@@ -78,7 +79,7 @@ class Residuals:
         if key != self._key:
             # store the factorisations: the Jacobian at this point reuses the trajectories
             self._key, self._results = None, None
-            params = self.physical(w)
+            params = self.last_point = self.physical(w)
             results = self._map(params, None, None)
             self.simulations += len(results)
             self._key, self._results = key, results
@@ -163,9 +164,9 @@ def least_squares_fit(exps, free, start, scales, scaled_bounds, *, method, max_i
     except SimulationError as exc:
         # only trf backs off from a failed simulation; lm and the plain steps cannot
         last = history[-1]["values"] if history else start
-        raise SimulationError(f"method {method!r} stepped to parameters where the simulation "
-                              f"fails (the last iterate was {last}); method 'least_squares' "
-                              f"(trust region) backs off from such steps. {exc}") from exc
+        raise SimulationError(f"method {method!r} stepped from {last} to {res.last_point}, "
+                              "where the simulation fails; method 'least_squares' (trust "
+                              f"region) backs off from such steps. {exc}") from exc
     n_iterations = max(len(history) - 1, 0)
     r = res.residuals(w)
     Jw = res.jacobian(w)

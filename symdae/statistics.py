@@ -73,7 +73,7 @@ class IdentificationStatistics:
 
 
 def _given_noise(noise, outputs) -> dict:
-    if isinstance(noise, numbers.Real) and not isinstance(noise, bool):
+    if isinstance(noise, numbers.Real):       # bool included: refused by _sigma
         return {k: _sigma(k, noise) for k in outputs}
     if not isinstance(noise, Mapping):
         raise InputError("noise must be one standard deviation or {output: standard "
