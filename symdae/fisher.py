@@ -164,10 +164,12 @@ def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     """sum_i eta_i S_i^T R^-1 S_i for S of shape (samples, outputs, parameters)."""
     ns, n_out, nb = S.shape
     L = linalg.cholesky(R, lower=True)
-    # whiten: Z_i = L^-1 S_i, then F = sum_i eta_i Z_i^T Z_i, one product of a tall matrix
-    Z = linalg.solve_triangular(L, S.transpose(1, 0, 2).reshape(n_out, ns * nb), lower=True)
-    Z = Z.reshape(n_out, ns, nb) * np.sqrt(np.asarray(eta, dtype=float))[None, :, None]
-    A = Z.reshape(n_out * ns, nb)
+    # whiten: Z_i = L^-1 S_i, then F = sum_i eta_i Z_i^T Z_i, one product of a tall matrix.
+    # L^-1 is n_out x n_out (tiny); applying it by matmul is far cheaper than a triangular
+    # solve with (samples x parameters) right-hand sides.
+    Linv = linalg.solve_triangular(L, np.eye(n_out), lower=True)
+    Z = np.matmul(Linv, S) * np.sqrt(np.asarray(eta, dtype=float))[:, None, None]
+    A = Z.reshape(ns * n_out, nb)
     return A.T @ A
 
 

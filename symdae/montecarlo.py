@@ -26,7 +26,7 @@ from .errors import InputError, SymdaeError
 from .experiment import Experiment
 from .identification import identify
 from .residuals import least_squares_terms
-from .statistics import _given_noise, fitted_outputs, identification_statistics
+from .statistics import noise_levels, fitted_outputs, identification_statistics
 
 __all__ = ["MonteCarloResult", "monte_carlo", "add_noise"]
 
@@ -203,7 +203,7 @@ def monte_carlo(experiments: Sequence[Experiment] | Callable[[], Sequence[Experi
         raise InputError(f"runs must be a whole number >= 2, got {runs!r}")
     exps = list(experiments() if callable(experiments) else experiments)
     free = list(free)
-    sigma = _given_noise(noise, fitted_outputs(exps))
+    sigma = noise_levels(noise, fitted_outputs(exps))
     if truth is None:
         clean = identify(exps, free, start, bounds, method=method, options=options,
                          max_iterations=max_iterations, progress=False, statistics=False)

@@ -27,7 +27,8 @@ from .fisher import FisherInformation, ParameterStatistics, parameter_scales, _s
 from .residuals import experiment_residuals, least_squares_terms
 
 __all__ = ["IdentificationStatistics", "identification_statistics", "statistics_or_reason",
-           "check_noise", "fitted_outputs", "noise_from_text", "NOISE_ESTIMATED", "NOISE_GIVEN"]
+           "check_noise", "fitted_outputs", "noise_from_text", "noise_levels",
+           "NOISE_ESTIMATED", "NOISE_GIVEN"]
 
 NOISE_ESTIMATED = "estimated from the residual"
 NOISE_GIVEN = "given"
@@ -72,7 +73,8 @@ class IdentificationStatistics:
         return "\n".join(lines)
 
 
-def _given_noise(noise, outputs) -> dict:
+def noise_levels(noise, outputs) -> dict:
+    """{output: standard deviation} from one number or a mapping covering ``outputs``."""
     if isinstance(noise, numbers.Real):       # bool included: refused by _sigma
         return {k: _sigma(k, noise) for k in outputs}
     if not isinstance(noise, Mapping):
@@ -131,7 +133,7 @@ def identification_statistics(experiments, free: Sequence[str], values: Mapping,
                                  "from it; pass noise=")
         source = NOISE_ESTIMATED
     else:
-        sigma = _given_noise(noise, outputs)
+        sigma = noise_levels(noise, outputs)
         source = NOISE_GIVEN
     F = np.zeros((len(free), len(free)))
     for b, m in used:
@@ -184,7 +186,7 @@ def check_noise(noise, experiments) -> None:
     """Raise now (before an identification runs) if ``noise`` is not a valid noise level for
     the outputs ``experiments`` fit."""
     if noise is not None:
-        _given_noise(noise, fitted_outputs(experiments))
+        noise_levels(noise, fitted_outputs(experiments))
 
 
 def statistics_or_reason(experiments, free, values, *, noise=None, scaling="relative",

@@ -19,8 +19,8 @@ from scipy.integrate import solve_ivp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae import (Experiment, InputError, LeastSquares, Measurement, NotIdentifiableError,
-                    Scenario, UnknownNameError, fisher_information, identification_statistics,
+from symdae import (Experiment, InputError, LeastSquares, NotIdentifiableError, Scenario,
+                    UnknownNameError, fisher_information, identification_statistics,
                     identify, output_sensitivities)
 from symdae.fisher import noise_covariance
 
