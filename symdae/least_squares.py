@@ -64,12 +64,15 @@ class Residuals:
         return {k: float(v) for k, v in zip(self.free, np.asarray(w) * self.scales)}
 
     def _map(self, params, free, trajectories):
+        # the residuals keep the factorisations: the Jacobian at the same point reuses them
         exps = self.experiments
         trajs = trajectories or [None] * len(exps)
         if self.executor is None:
-            return [experiment_residuals(e, params, free, trajectory=tr)
+            return [experiment_residuals(e, params, free, trajectory=tr,
+                                         store_factorizations=True)
                     for e, tr in zip(exps, trajs)]
-        futures = [self.executor.submit(experiment_residuals, e, params, free, trajectory=tr)
+        futures = [self.executor.submit(experiment_residuals, e, params, free, trajectory=tr,
+                                        store_factorizations=True)
                    for e, tr in zip(exps, trajs)]
         return [f.result() for f in futures]
 
@@ -77,7 +80,6 @@ class Residuals:
         w = np.asarray(w, dtype=float)
         key = w.tobytes()
         if key != self._key:
-            # store the factorisations: the Jacobian at this point reuses the trajectories
             self._key, self._results = None, None
             params = self.last_point = self.physical(w)
             results = self._map(params, None, None)

@@ -110,18 +110,20 @@ class ExperimentResiduals:
 
 
 def experiment_residuals(experiment, params: Mapping, free: Sequence[str] | None = None,
-                         *, strict: bool = True, trajectory=None) -> ExperimentResiduals:
+                         *, strict: bool = True, trajectory=None,
+                         store_factorizations: bool = False) -> ExperimentResiduals:
     """Residuals of ``experiment`` at ``params`` and, with ``free``, their exact Jacobian
     along the free parameters (one tangent sweep).
 
     ``strict``: refuse a cost with terms that are not least squares (Gauss-Newton needs the
-    whole cost as a sum of squares). ``trajectory``: reuse one simulated at ``params`` with
-    ``store_factorizations=True``.
+    whole cost as a sum of squares). ``trajectory``: reuse one simulated at ``params``
+    (with ``store_factorizations=True``, the tangent sweep reuses its factorisations).
+    ``store_factorizations``: keep them in the trajectory for a later Jacobian.
     """
     if strict:
         check_least_squares_costs([experiment])
     traj = trajectory if trajectory is not None else \
-        experiment.simulate(params, gradient=free is not None)
+        experiment.simulate(params, gradient=store_factorizations or free is not None)
     ds = None if free is None else tangent(experiment.system, traj, list(free)).ds
     return ExperimentResiduals(residual_blocks(experiment.system, traj, experiment.cost,
                                                experiment.name, ds), traj)

@@ -184,3 +184,20 @@ def test_engine_mount_gauss_newton_from_the_papers_start(record_property):
     with pytest.raises(SimulationError, match=r"method 'gauss-newton-plain' stepped from "
                        r"\{'cE1': 73800\.0.*where the simulation fails.*Newton's method"):
         identify(exp, ns["FREE"], ns["START"], method="gauss-newton-plain", progress=False)
+
+
+def test_the_jacobian_reuses_the_stored_factorisations(osc_experiment):
+    """The residual evaluation keeps each step's factorisation, so the tangent sweep for the
+    Jacobian at the same point refactorises nothing (and gives the same Jacobian as a fresh
+    simulation)."""
+    from symdae.least_squares import Residuals
+
+    res = Residuals([osc_experiment], ["c", "d"], np.array([28.0, 0.6]))
+    w = np.array([1.1, 0.9])
+    res.residuals(w)
+    (traj,) = [r.trajectory for r in res._results]
+    assert traj._sweep.LU is not None
+    J = res.jacobian(w)
+    assert res.simulations == 1 and res.jacobians == 1
+    _, J_fresh = residuals_and_jacobian([osc_experiment], ["c", "d"], res.physical(w))
+    assert np.array_equal(J, J_fresh * np.array([28.0, 0.6]))
