@@ -5,8 +5,10 @@ Stages (each a function returning data):
     Model -> derive() -> DerivedSystem -> (kernel spec) -> emit_cython() -> source text
           -> build.write_source() / build.compile_module() / build.load_module() -> System
 ``Model.compile()`` chains them through the content-hashed cache (``symdae.pipeline``); the
-System runs its sweeps on a backend (compiled Cython core, or NumPy where no compiler exists). On top: exact gradients
-(``adjoint_gradient``, ``tangent``), costs on outputs, measured data and ``identify``.
+System runs its sweeps on a backend (compiled Cython core, or NumPy where no compiler
+exists). On top: exact gradients (``adjoint_gradient``, ``tangent``), costs on outputs in the
+time domain, the frequency domain and on POD modes, measured data, ``identify`` (scipy
+optimisers, Gauss-Newton) and the statistics of an identification (Fisher information).
 """
 from ._version import __version__
 from .build import default_cache_dir
@@ -43,10 +45,23 @@ __all__ = [
 # POD-mode costs (issue 11): snapshot POD, costs on mode coefficients, the linearised model's
 # natural modes, and a scan-then-refine search for one parameter
 from .costs import PODCost  # noqa: E402
-from .decomposition import PODModeError, PODResult, PODWarning, Spectrum, pod  # noqa: E402
+from .decomposition import ModeSpectrum, PODModeError, PODResult, PODWarning, pod  # noqa: E402
 from .linear import NaturalModes, linearise, natural_modes  # noqa: E402
 from .gridsearch import ScanResult, refine, scan, scan_refine  # noqa: E402
 
-__all__ += ["pod", "PODResult", "Spectrum", "PODCost", "PODModeError", "PODWarning",
+__all__ += ["pod", "PODResult", "ModeSpectrum", "PODCost", "PODModeError", "PODWarning",
             "linearise", "natural_modes", "NaturalModes", "scan", "refine", "scan_refine",
             "ScanResult"]
+
+# statistics and Gauss-Newton identification (issue 10)
+from .errors import NotIdentifiableError
+from .fisher import (FisherInformation, OutputSensitivities, ParameterStatistics,
+                     fisher_information, output_sensitivities)
+from .montecarlo import MonteCarloResult, monte_carlo
+from .statistics import IdentificationStatistics, identification_statistics
+
+__all__ += [
+    "NotIdentifiableError", "OutputSensitivities", "output_sensitivities", "FisherInformation",
+    "fisher_information", "ParameterStatistics", "IdentificationStatistics",
+    "identification_statistics", "MonteCarloResult", "monte_carlo",
+]

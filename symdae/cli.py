@@ -100,8 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "model file's START, else the nominal value)")
     p.add_argument("--bound", action="append", type=_bound, default=[],
                    metavar="NAME=LOWER:UPPER", help="bounds of a free parameter")
-    p.add_argument("--method", default="L-BFGS-B", choices=["L-BFGS-B", "BFGS", "trust-constr"],
-                   help="scipy.optimize method (default L-BFGS-B)")
+    p.add_argument("--method", default="L-BFGS-B",
+                   choices=["L-BFGS-B", "BFGS", "trust-constr", "least_squares", "lm",
+                            "gauss-newton-plain"],
+                   help="L-BFGS-B (default), BFGS, trust-constr: scipy.optimize.minimize with "
+                   "the adjoint gradient; least_squares (trust-region Gauss-Newton, bounds), "
+                   "lm (Levenberg-Marquardt), gauss-newton-plain: on the residuals with the "
+                   "exact tangent Jacobian")
+    p.add_argument("--noise", action="append", default=[],
+                   metavar="[NAME=]SIGMA", help="noise standard deviation of a fitted output "
+                   "(repeatable), or one for all, for the standard errors in the report "
+                   "(default: estimated from the residual)")
     p.add_argument("--max-iterations", type=int, default=500, help="iteration limit")
     p.add_argument("--quadrature", default="left", choices=["left", "trapezoid", "sum"],
                    help="quadrature weights of the least-squares cost (default: left, the "
@@ -203,8 +212,12 @@ def _cmd_identify(args) -> int:
           f"(outputs {outputs}, h = {scenario.h:g}, t_end = {scenario.t_end:g}, "
           f"alpha = {scenario.alpha:g})",
           file=sys.stderr)
+    from .statistics import noise_from_text
+
+    noise = noise_from_text(args.noise, outputs)
     result = identify(exp, free, start, bounds=bounds or None, method=args.method,
-                      max_iterations=args.max_iterations, progress=not args.quiet)
+                      max_iterations=args.max_iterations, progress=not args.quiet,
+                      noise=noise)
 
     report = {"model": model.name,
               "scenario": {"t_end": scenario.t_end, "h": scenario.h, "alpha": scenario.alpha,

@@ -24,7 +24,7 @@ from .costs.base import quadrature_weights
 from .data import Measurement
 from .errors import DataError, InputError
 
-__all__ = ["PODResult", "Spectrum", "pod", "snapshots", "decompose", "fix_signs", "mac",
+__all__ = ["PODResult", "ModeSpectrum", "pod", "snapshots", "decompose", "fix_signs", "mac",
            "PODModeError", "PODWarning", "check_modes", "DEGENERATE_GAP", "GAP_WARNING"]
 
 DEGENERATE_GAP = 1e-12   # |lambda_i - lambda_l| below this times lambda_1: a repeated eigenvalue
@@ -42,7 +42,7 @@ class PODWarning(UserWarning):
 
 # ---------------------------------------------------------------------------- records
 @dataclass(frozen=True)
-class Spectrum:
+class ModeSpectrum:
     """One-sided amplitude spectrum of a modal coordinate a_i(t) (window amplitude-corrected,
     so a sinusoid of amplitude A shows a peak of height ~A)."""
 
@@ -113,7 +113,7 @@ class PODResult:
         Y = self.coefficients[:, :k] @ self.modes[:, :k].T
         return Y if self.mean is None else Y + self.mean
 
-    def spectrum(self, i: int, window: str = "hann", pad: int = 8) -> Spectrum:
+    def spectrum(self, i: int, window: str = "hann", pad: int = 8) -> ModeSpectrum:
         """Amplitude spectrum of a_i(t): ``scipy.signal.windows`` window (amplitude-corrected:
         divided by its mean), zero-padded to ``pad`` times the length for the peak location."""
         j = _index(i, self.n_modes)
@@ -132,7 +132,7 @@ class PODResult:
         X = np.fft.rfft(x * w, nfft)
         amp = 2.0 * np.abs(X) / np.sum(w)
         amp[0] /= 2.0      # the mean is not doubled
-        return Spectrum(i, np.fft.rfftfreq(nfft, float(dt.mean())), amp, str(window))
+        return ModeSpectrum(i, np.fft.rfftfreq(nfft, float(dt.mean())), amp, str(window))
 
 
 def _index(i, n: int) -> int:

@@ -79,3 +79,12 @@ class NewtonError(SimulationError, ArithmeticError):
 
 class DataError(SymdaeError, ValueError):
     """Measured data are malformed (NaNs, unsorted or out-of-range times, length mismatch)."""
+
+
+class NotIdentifiableError(SymdaeError, ArithmeticError):
+    """The Fisher information is singular: a combination of the parameters (``directions``,
+    each ``{parameter: coefficient}`` of relative changes) does not change the outputs."""
+
+    def __init__(self, message: str, directions=()):
+        self.directions = list(directions)
+        super().__init__(message)

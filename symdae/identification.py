@@ -19,6 +19,8 @@ from scipy import optimize
 
 from .errors import InputError, SimulationError, UnknownNameError
 from .experiment import Experiment, evaluate_many
+from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
+from .statistics import check_noise, statistics_or_reason
 
 __all__ = ["IdentificationResult", "identify", "DEFAULT_OPTIONS"]
 
@@ -52,6 +54,10 @@ class IdentificationResult:
     message: str
     method: str
     experiment_costs: dict
+    # Fisher information, standard errors, correlations at ``values`` (symdae.statistics),
+    # or None with the reason in statistics_note
+    statistics: object = None
+    statistics_note: str | None = None
 
     def relative_error(self, truth: Mapping) -> dict:
         """|identified - truth| / |truth| per free parameter (absolute error where truth = 0)."""
@@ -66,6 +72,8 @@ class IdentificationResult:
             "simulations": self.n_simulations, "gradients": self.n_gradients,
             "wall_time_s": self.wall_time, "success": self.success, "message": self.message,
             "experiment_costs": self.experiment_costs, "history": self.history,
+            "statistics": None if self.statistics is None else self.statistics.to_dict(),
+            "statistics_note": self.statistics_note,
         }
 
     def summary(self) -> str:
@@ -76,6 +84,8 @@ class IdentificationResult:
                  f"{self.wall_time:.3f} s"]
         for k in self.free:
             lines.append(f"  {k:>12s}: {self.start[k]:.10g} -> {self.values[k]:.10g}")
+        lines.append(self.statistics.summary() if self.statistics is not None
+                     else f"no statistics: {self.statistics_note}")
         return "\n".join(lines)
 
 
@@ -195,7 +205,8 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
              bounds: Mapping | None = None, *, method: str = "L-BFGS-B", scaling="start",
              max_iterations: int = 500, options: Mapping | None = None,
              progress: bool | Callable = True,
-             executor: Executor | None = None) -> IdentificationResult:
+             executor: Executor | None = None, noise=None,
+             statistics: bool = True) -> IdentificationResult:
     """Identify the ``free`` parameters by minimising the summed cost of ``experiments``.
 
     Parameters
@@ -210,7 +221,10 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     bounds:
         ``{name: (lower, upper)}`` in physical units (None for no bound on a side).
     method:
-        ``"L-BFGS-B"`` (default), ``"BFGS"`` or ``"trust-constr"``.
+        ``"L-BFGS-B"`` (default), ``"BFGS"`` or ``"trust-constr"`` (scipy.optimize.minimize
+        with the adjoint gradient); or ``"least_squares"``, ``"lm"``,
+        ``"gauss-newton-plain"``: Gauss-Newton / Levenberg-Marquardt on the residuals of
+        least-squares costs with their exact Jacobian (:mod:`symdae.least_squares`).
     scaling:
         ``"start"`` (optimise w = p / p_start), ``"none"`` or ``{name: scale}``.
     options:
@@ -220,16 +234,41 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     executor:
         A ``concurrent.futures.Executor`` that evaluates the experiments concurrently
         (:func:`symdae.evaluate_many`); None evaluates them one after the other.
+    noise, statistics:
+        With ``statistics`` (default) the result carries the Fisher information, standard
+        errors and correlations at the identified point (:mod:`symdae.statistics`) for
+        output noise ``noise`` ({output: standard deviation} or one for all); None
+        estimates it from the residual.
     """
     free = list(free)
     exps = _check_experiments(experiments, free)
-    if method not in DEFAULT_OPTIONS:
-        raise InputError(f"method must be one of {list(DEFAULT_OPTIONS)}, got {method!r}")
+    if method not in DEFAULT_OPTIONS and method not in LEAST_SQUARES_METHODS:
+        raise InputError(f"method must be one of {list(DEFAULT_OPTIONS)} or "
+                         f"{list(LEAST_SQUARES_METHODS)}, got {method!r}")
     if bounds and method == "BFGS":
         raise InputError("BFGS does not take bounds; use L-BFGS-B or trust-constr")
     start = _start_values(exps, free, start)
     scales = _scales(free, start, scaling)
     sb = _scaled_bounds(free, start, scales, bounds)
+    check_noise(noise, exps)
+    if method in LEAST_SQUARES_METHODS:
+        result = least_squares_fit(exps, free, start, scales, sb, method=method,
+                                   max_iterations=max_iterations, options=options,
+                                   progress=progress, executor=executor,
+                                   result_type=IdentificationResult)
+    else:
+        result = _minimize(exps, free, start, scales, sb, method, max_iterations, options,
+                           progress, executor)
+    if statistics:
+        result.statistics, result.statistics_note = statistics_or_reason(
+            exps, free, result.values, noise=noise, executor=executor)
+    else:
+        result.statistics_note = "not asked for (statistics=False)"
+    return result
+
+
+def _minimize(exps, free, start, scales, sb, method, max_iterations, options, progress,
+              executor) -> IdentificationResult:
     w0 = np.array([start[k] for k in free]) / scales
     objective = _Objective(exps, free, scales, executor, progress)
 
