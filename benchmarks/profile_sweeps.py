@@ -111,7 +111,7 @@ def build_core(tmp: Path) -> Path:
                                     quiet=True))
     ''')
     proc = subprocess.run([sys.executable, "-c", setup], cwd=pkg, capture_output=True,
-                          text=True)
+                          text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"building the debug core failed:\n{proc.stdout}{proc.stderr}")
     return pkg
@@ -138,7 +138,8 @@ def run_callgrind(tmp: Path, pkg: Path, mode: str, reps: int) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     ann = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=yes",
-                          "--threshold=100", str(out)], capture_output=True, text=True)
+                          "--threshold=100", str(out)], capture_output=True, text=True,
+                         check=True)
     return ann.stdout
 
 
@@ -211,7 +212,7 @@ def report(mode: str, parsed, steps: float, top: int, c_file: Path) -> None:
             print(f"  {v / steps:8,.0f}  {100 * v / total:5.1f} %  {name}")
     if by_line and top:
         srcs = {p.name: p.read_text().splitlines() for p in c_file.parent.glob("*.p[yx][xd]")}
-        print(f"  hottest source lines of the core:")
+        print("  hottest source lines of the core:")
         for key, v in by_line.most_common(top):
             if key is None:
                 continue
