@@ -1,0 +1,372 @@
+"""symdae against a hand-specialised C reference of the engine mount, timed in one interleaved run.
+
+    python benchmarks/bench_reference.py [--quick] [--reps N] [--clock wall|cpu] [--no-breakdown]
+
+The reference (benchmarks/reference/engine_mount.c) is the speed-of-light proxy of issue 7: the
+same discrete HHT equations, predictor, Newton policy and stopping test as symdae's core, the
+same cost (least squares on a1, left rule) and its discrete adjoint, written by hand for this
+one model (closed-form elimination of the symmetric 5 x 5 Newton matrix, two of whose entries
+vary). It is compiled here with gcc into a temporary folder, with symdae's model flags (-O2 -g0)
+and with the core's (-O3 -g0), and called through ctypes with preallocated buffers.
+
+Scenario: the paper's (10 000 steps, h = 1e-4, alpha = -0.1, q0 = v0 = 0), parameters at the
+paper's start values START, data = a1 simulated by symdae at the true (nominal) values.
+
+1. Verification before timing: the reference's a1 against symdae's (relative to max |a1|), J,
+   the gradient against symdae's adjoint_gradient and against central differences of the
+   reference's J (steps FD_STEPS and half of them: the truncation error falls 4x), Newton
+   iterations.
+2. Interleaved timing, every contender once per round in a shuffled order, medians over the
+   rounds: symdae J (simulate + cost) and J + gradient (simulate storing the factorisations +
+   cost + adjoint_gradient); the bare compiled sweeps (symdae.core._hht.forward with and
+   without stored factorisations, _hht.adjoint) called as System.simulate and
+   adjoint_gradient call them; the Python pieces (initial_state, cost.evaluate, init_adjoint);
+   the reference J (storing the trajectory, and cost only), J + gradient.
+3. Ratios against the issue's goals: symdae J / ref J <= 0.9, symdae (J + grad) / ref (J +
+   grad) <= 1.0, symdae (J + grad) / J <= 1.3, and where symdae's time goes.
+
+The bare-sweep and breakdown rows call symdae internals (they may move while the core is
+refactored); if they fail, those rows are skipped and the public-API comparison still runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from _common import machine_line  # benchmarks/ is on sys.path when the script runs
+from reference.engine_mount import (
+    FD_STEPS,
+    FLAGS_O2,
+    FLAGS_O3,
+    GRADIENT_NAMES,
+    PARAMETER_NAMES,
+    EngineMountReference,
+    compile_library,
+)
+
+import symdae
+from symdae.costs import LeastSquares
+from symdae.sensitivity import adjoint_gradient
+
+GOALS = {"J": 0.9, "JG": 1.0, "JG/J": 1.3}
+
+
+@dataclass
+class Setup:
+    system: object
+    scenario: object
+    start: dict
+    p_start: np.ndarray
+    data: np.ndarray
+    cost: LeastSquares
+    refs: dict = field(default_factory=dict)    # flags label -> EngineMountReference
+
+
+def make_setup(folder: Path) -> Setup:
+    model, ns = symdae.load_model("engine_mount")
+    if tuple(model.parameter_names) != PARAMETER_NAMES:
+        raise RuntimeError(f"engine_mount parameters {model.parameter_names} are not the ones "
+                           f"the C reference hard-codes {PARAMETER_NAMES}")
+    system = model.compile()
+    sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4))
+    data = system.simulate(sc).outputs["a1"].copy()
+    cost = LeastSquares({"a1": data}, ["a1"], quadrature="left")
+    start = dict(ns["START"])
+    su = Setup(system, sc, start, system.parameter_vector(start), data, cost)
+    for label, flags in (("-O2", FLAGS_O2), ("-O3", FLAGS_O3)):
+        lib = compile_library(flags, folder)
+        su.refs[label] = EngineMountReference(lib, t0=sc.t0, h=sc.h, N=sc.n_steps,
+                                              alpha=sc.alpha, data=data, rtol=sc.rtol,
+                                              max_iter=sc.max_iter)
+    return su
+
+
+# ------------------------------------------------------------------ verification
+
+def verify(su: Setup) -> dict:
+    """Agreement of the reference with symdae at the start values (asserted loosely here;
+    tests/test_reference_engine_mount.py holds the tolerances)."""
+    system, ref = su.system, su.refs["-O2"]
+    tr = system.simulate(su.scenario, params=su.start, store_factorizations=True)
+    J, dS = su.cost.evaluate(system, tr)
+    idx = [system.model.parameter_names.index(k) for k in GRADIENT_NAMES]
+    g = adjoint_gradient(system, tr, dS)[idx]
+    fw = ref.forward(su.p_start)
+    a1_err = np.max(np.abs(ref.A[:, 0] - tr.a[:, 0])) / np.max(np.abs(tr.a[:, 0]))
+    lam_err = np.max(np.abs(ref.L - tr.lam[:, 0])) / np.max(np.abs(tr.lam[:, 0]))
+    Jr, gr = ref.cost_and_gradient(su.p_start)
+    steps = np.array(FD_STEPS)
+    fd = {1: ref.central_differences(su.p_start, steps),
+          0.5: ref.central_differences(su.p_start, steps / 2)}
+    out = {
+        "a1": a1_err, "lam": lam_err, "J": J, "Jr": Jr, "g": g, "gr": gr,
+        "g_err": np.max(np.abs(gr - g) / np.abs(g)),
+        "fd_err": {d: np.abs(gr - f) / np.abs(gr) for d, f in fd.items()},
+        "init_term": ref.init_term.copy(),
+        "iters": (tr.counters["newton_iterations"], fw.newton_iterations),
+        "refreshes": (tr.counters["jacobian_refreshes"], fw.refreshes),
+        "noise_stops": fw.noise_stops, "steps": tr.counters["steps"],
+    }
+    for label, r in su.refs.items():
+        _, gx = r.cost_and_gradient(su.p_start)
+        out[f"g_err{label}"] = np.max(np.abs(gx - g) / np.abs(g))
+    if not (a1_err < 1e-9 and abs(Jr - J) <= 1e-9 * J and out["g_err"] < 1e-8):
+        raise RuntimeError(f"the reference does not reproduce symdae: {out}")
+    return out
+
+
+# ------------------------------------------------------------------ contenders
+
+def public_contenders(su: Setup) -> dict:
+    system, sc, cost, start = su.system, su.scenario, su.cost, su.start
+    idx = [system.model.parameter_names.index(k) for k in GRADIENT_NAMES]
+
+    def sym_J():
+        return cost.evaluate(system, system.simulate(sc, params=start))[0]
+
+    def sym_JG():
+        tr = system.simulate(sc, params=start, store_factorizations=True)
+        J, dS = cost.evaluate(system, tr)
+        return J, adjoint_gradient(system, tr, dS)[idx]
+
+    def sym_JG_nostore():
+        tr = system.simulate(sc, params=start)
+        J, dS = cost.evaluate(system, tr)
+        return J, adjoint_gradient(system, tr, dS)[idx]
+
+    c = {"symdae J": sym_J, "symdae J+grad": sym_JG,
+         "symdae J+grad, LU not stored": sym_JG_nostore}
+    p = su.p_start
+    for label, ref in su.refs.items():
+        c[f"ref{label} J"] = lambda ref=ref: ref.cost(p)
+        c[f"ref{label} J, no storage"] = lambda ref=ref: ref.cost_streaming(p)
+        c[f"ref{label} J+grad"] = lambda ref=ref: ref.cost_and_gradient(p)
+    return c
+
+
+def internal_contenders(su: Setup) -> dict:
+    """The bare compiled sweeps and the Python pieces, called as simulate/adjoint_gradient
+    call them (symdae internals: System.simulate, sensitivity.adjoint_gradient)."""
+    from symdae.core import _hht
+    from symdae.initial import init_adjoint, initial_state
+
+    system, sc, cost = su.system, su.scenario, su.cost
+    k, model = system.kernels, system.model
+    n, m, nm, N = model.n, model.m, model.n + model.m, sc.n_steps
+    tr = system.simulate(sc, params=su.start, store_factorizations=True)
+    sw = tr._sweep
+    p_pad, U = sw.p, sw.U
+    x0 = sw.x0
+    _, dS = cost.evaluate(system, tr)
+    Q, V, A = (np.empty((N + 1, n)) for _ in range(3))
+    L, S = np.empty((N + 1, m)), np.zeros((N + 1, k.n_s))
+    LU, PIV, TAU = np.empty((N + 1, nm, nm)), np.empty((N + 1, nm), np.intc), \
+        np.empty((N + 1, k.n_tau))
+    Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
+    counters = np.zeros(4, dtype=np.intp)
+    info = np.zeros(6)
+    grad, xbar0 = np.zeros(k.n_p + 1), np.zeros(3 * n + m)
+
+    def forward(store, fresh=False):
+        if fresh:       # as simulate does: new arrays, so their pages are touched first here
+            Qf, Vf, Af = (np.empty((N + 1, n)) for _ in range(3))
+            Lf, Sf = np.empty((N + 1, m)), np.zeros((N + 1, k.n_s))
+            Qf[0], Vf[0], Af[0], Lf[0] = x0.q, x0.v, x0.a, x0.lam
+            arrays = (Qf, Vf, Af, Lf, Sf)
+            mats = (np.empty((N + 1, nm, nm)), np.empty((N + 1, nm), np.intc),
+                    np.empty((N + 1, k.n_tau))) if store else (None, None, None)
+        else:
+            arrays = (Q, V, A, L, S)
+            mats = (LU, PIV, TAU) if store else (None, None, None)
+        st = _hht.forward(k, sc.t0, sc.h, N, sc.alpha, p_pad, U, *arrays, *mats, sc.rtol,
+                          sc.max_iter, counters, info)
+        if st != 0:
+            raise RuntimeError(f"bare forward sweep failed: status {st}")
+
+    def adjoint():
+        st = _hht.adjoint(k, sw.t0, sw.h, N, sw.alpha, p_pad, U, tr.q, tr.v, tr.a, tr.lam,
+                          sw.LU, sw.PIV, sw.TAU, dS, grad, xbar0)
+        if st != 0:
+            raise RuntimeError(f"bare adjoint sweep failed: status {st}")
+
+    forward(True)
+    if not np.array_equal(Q, tr.q):
+        raise RuntimeError("the bare forward sweep does not reproduce System.simulate")
+    p = p_pad[:-1]
+    return {
+        "bare forward": lambda: forward(False),
+        "bare forward, storing LU": lambda: forward(True),
+        "bare forward, fresh arrays": lambda: forward(False, True),
+        "bare forward, storing LU, fresh arrays": lambda: forward(True, True),
+        "bare adjoint": adjoint,
+        "initial_state": lambda: initial_state(k, model, p, sc.t0, U[0], sc.q0, sc.v0,
+                                               tol=sc.init_tol, project=sc.project),
+        "cost.evaluate": lambda: cost.evaluate(system, tr),
+        "init_adjoint": lambda: init_adjoint(k, x0, p, sc.t0, U[0], xbar0),
+    }
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def interleaved(funcs: dict, reps: int, seed: int = 0, clock=time.perf_counter) -> dict:
+    """{name: array of times}: every function once per round, in a shuffled order."""
+    for f in funcs.values():
+        f()
+    names = list(funcs)
+    rng = random.Random(seed)
+    times = {k: np.empty(reps) for k in names}
+    for r in range(reps):
+        rng.shuffle(names)
+        for k in names:
+            f = funcs[k]
+            t0 = clock()
+            f()
+            times[k][r] = clock() - t0
+    return times
+
+
+# ------------------------------------------------------------------ report
+
+def med(x):
+    return float(np.median(x))
+
+
+def ratio(t, a, b):
+    """(ratio of medians, median of the per-round ratios, ratio of minima)"""
+    return med(t[a]) / med(t[b]), med(t[a] / t[b]), float(np.min(t[a]) / np.min(t[b]))
+
+
+def goal_text(value, goal):
+    return f"goal <= {goal:g}: " + ("met" if value <= goal else f"missed by x{value / goal:.2f}")
+
+
+def report(su: Setup, ver: dict, t: dict, N: int) -> None:
+    print("verification (start values; reference -O2 vs symdae):")
+    print(f"  a1: max |ref - symdae| / max |a1| = {ver['a1']:.1e}; lambda: {ver['lam']:.1e}")
+    print(f"  J: symdae {ver['J']:.15g}, ref {ver['Jr']:.15g} "
+          f"(rel. diff {abs(ver['Jr'] - ver['J']) / ver['J']:.1e})")
+    print(f"  gradient dJ/d({', '.join(GRADIENT_NAMES)}):")
+    print(f"    symdae adjoint_gradient {np.array2string(ver['g'], precision=10)}")
+    print(f"    reference               {np.array2string(ver['gr'], precision=10)}")
+    print(f"    max rel. diff {ver['g_err']:.1e} (-O3 build: {ver['g_err-O3']:.1e})")
+    for d, e in ver["fd_err"].items():
+        print(f"    ref vs central FD of ref J, steps {d:g} x {FD_STEPS}: rel. error "
+              f"{np.array2string(e, precision=1)}")
+    print(f"    initial-state term of the reference gradient: "
+          f"{np.array2string(ver['init_term'], precision=3)} (q0 = v0 = 0: dQ/dp = 0 there)")
+    it_s, it_r = ver["iters"]
+    print(f"  Newton iterations: symdae {it_s}, ref {it_r} ({it_r / ver['steps']:.3f} per "
+          f"step; refreshes {ver['refreshes'][0]} / {ver['refreshes'][1]}; {ver['noise_stops']} "
+          "steps stopped by the round-off test (b))\n")
+
+    print(f"timings ({N} steps; median over rounds, min in brackets; ns per step):")
+    w = max(len(k) for k in t)
+    for k, v in t.items():
+        print(f"  {k:{w}s} {med(v) * 1e3:8.3f} ms  [{np.min(v) * 1e3:7.3f}]  "
+              f"{med(v) / N * 1e9:7.1f} ns/step")
+    print()
+    print("ratios (ratio of medians; [median of per-round ratios, ratio of minima]):")
+    for lab in ("-O2", "-O3"):
+        r_j = ratio(t, "symdae J", f"ref{lab} J")
+        r_jg = ratio(t, "symdae J+grad", f"ref{lab} J+grad")
+        r_js = ratio(t, "symdae J", f"ref{lab} J, no storage")
+        print(f"  symdae J / ref{lab} J                 {r_j[0]:6.2f}  [{r_j[1]:.2f}, {r_j[2]:.2f}]   "
+              f"{goal_text(r_j[0], GOALS['J'])}")
+        print(f"  symdae J / ref{lab} J (no storage)    {r_js[0]:6.2f}  [{r_js[1]:.2f}, {r_js[2]:.2f}]")
+        print(f"  symdae (J+grad) / ref{lab} (J+grad)   {r_jg[0]:6.2f}  [{r_jg[1]:.2f}, {r_jg[2]:.2f}]   "
+              f"{goal_text(r_jg[0], GOALS['JG'])}")
+    r = ratio(t, "symdae J+grad", "symdae J")
+    print(f"  symdae (J+grad) / J                  {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]   "
+          f"{goal_text(r[0], GOALS['JG/J'])}")
+    r = ratio(t, "symdae J+grad, LU not stored", "symdae J")
+    print(f"  symdae (J+grad, LU not stored) / J   {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]")
+    for lab in ("-O2", "-O3"):
+        r = ratio(t, f"ref{lab} J+grad", f"ref{lab} J")
+        print(f"  ref{lab} (J+grad) / J                 {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]")
+    if "bare forward" in t:
+        print()
+        breakdown(t, N)
+
+
+def breakdown(t: dict, N: int) -> None:
+    m = {k: med(v) * 1e3 for k, v in t.items()}
+    J, JG = m["symdae J"], m["symdae J+grad"]
+    fw, fw_s = m["bare forward"], m["bare forward, storing LU"]
+    pf = m["bare forward, fresh arrays"] - fw
+    pf_s = m["bare forward, storing LU, fresh arrays"] - fw_s
+    py_J = J - fw - pf - m["initial_state"] - m["cost.evaluate"]
+    py_JG = JG - fw_s - pf_s - m["initial_state"] - m["cost.evaluate"] - m["bare adjoint"] \
+        - m["init_adjoint"]
+    print("where symdae's time goes (medians of the pieces timed separately in the same run; "
+          "'rest' = total - pieces):")
+    rows_J = [("compiled forward sweep (preallocated arrays)", fw),
+              ("first touch of the fresh trajectory arrays (page faults)", pf),
+              ("initial_state (consistent a0, lam0; Python + NumPy)", m["initial_state"]),
+              ("cost.evaluate (LeastSquares)", m["cost.evaluate"]),
+              ("rest of simulate (scenario, grid, checks, Trajectory)", py_J)]
+    rows_JG = [("compiled forward sweep storing LU/PIV/TAU (preallocated)", fw_s),
+               ("first touch of the fresh arrays incl. LU/PIV/TAU", pf_s),
+               ("initial_state", m["initial_state"]),
+               ("cost.evaluate", m["cost.evaluate"]),
+               ("compiled adjoint sweep", m["bare adjoint"]),
+               ("init_adjoint (initial-state term; Python + NumPy)", m["init_adjoint"]),
+               ("rest (simulate and adjoint_gradient Python)", py_JG)]
+    for title, total, rows in (("J", J, rows_J), ("J + gradient", JG, rows_JG)):
+        print(f"  {title}: {total:.3f} ms")
+        for name, x in rows:
+            print(f"    {name:60s} {x:7.3f} ms  {100 * x / total:5.1f} %")
+    ref, ref_jg = m["ref-O2 J"], m["ref-O2 J+grad"]
+    print(f"  compiled forward / ref-O2 J: {fw / ref:.2f}; compiled adjoint / ref-O2 adjoint "
+          f"(ref J+grad - ref J = {ref_jg - ref:.3f} ms): {m['bare adjoint'] / (ref_jg - ref):.2f}")
+    print(f"  outside the compiled sweeps: J {J - fw:.3f} ms ({100 * (J - fw) / J:.0f} %), "
+          f"J + gradient {JG - fw_s - m['bare adjoint']:.3f} ms "
+          f"({100 * (JG - fw_s - m['bare adjoint']) / JG:.0f} %)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="21 rounds instead of 201")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved rounds")
+    ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
+                    help="wall time (default), or this thread's CPU time, which does not count "
+                         "the time the process waits for a core on a loaded machine")
+    ap.add_argument("--no-breakdown", action="store_true",
+                    help="time only the public API and the reference (no symdae internals)")
+    args = ap.parse_args(argv)
+    reps = args.reps or (21 if args.quick else 201)
+    print(machine_line())
+    print(f"software: Python {platform.python_version()}, NumPy {np.__version__}, symdae "
+          f"{symdae.__version__}; OPENBLAS_NUM_THREADS="
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}; {reps} interleaved rounds, "
+          f"{args.clock} clock")
+    with tempfile.TemporaryDirectory(prefix="em-ref-") as folder:
+        su = make_setup(Path(folder))
+        # the libraries stay mapped after the folder is deleted
+    sc = su.scenario
+    print(f"scenario: engine mount, {sc.n_steps} steps, h = {sc.h:g}, alpha = {sc.alpha:g}, "
+          f"q0 = v0 = 0, START = {su.start}; data: a1 at the true values\n")
+    ver = verify(su)
+    funcs = public_contenders(su)
+    if not args.no_breakdown:
+        try:
+            funcs.update(internal_contenders(su))
+        except (ImportError, AttributeError, TypeError, ValueError, RuntimeError) as exc:
+            # internals moved: keep the public comparison
+            print(f"(breakdown skipped: {type(exc).__name__}: {exc})")
+    t = interleaved(funcs, reps, clock=CLOCKS[args.clock])
+    report(su, ver, t, sc.n_steps)
+    print(f"\nload avg at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
