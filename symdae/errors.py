@@ -69,11 +69,12 @@ class NewtonError(SimulationError, ArithmeticError):
     """Newton's method did not converge in a time step."""
 
     def __init__(self, message: str, *, time: float, step: int, iterations: int,
-                 residual_norm: float):
+                 residual_norm: float, noise_ratio: float = float("nan")):
         self.time = time
         self.step = step
         self.iterations = iterations
         self.residual_norm = residual_norm
+        self.noise_ratio = noise_ratio      # the last residual over its round-off level
         super().__init__(message)
 
 

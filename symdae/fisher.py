@@ -97,10 +97,7 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
     if unknown:
         raise UnknownNameError(f"model {model.name!r} has no output(s) {unknown}; its outputs "
                                f"are {model.output_names}")
-    sweep = getattr(traj, "_sweep", None)
-    if sweep is None or sweep.LU is None:
-        traj = system.simulate(traj.scenario, params=traj.params, store_factorizations=True)
-    ds = tangent(system, traj, params).ds
+    ds = tangent(system, traj, params).ds   # refactorises where nothing was stored
     cols = [model.output_names.index(o) for o in outs]
     values = np.array([traj.params[p] for p in params])
     return OutputSensitivities(traj.t.copy(), tuple(outs), tuple(params), values,

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg
 
 from .errors import ModelError
+from .kernels import pack_weights, split
 
 __all__ = ["LinearModel", "NaturalModes", "linearise", "natural_modes"]
 
@@ -61,25 +62,25 @@ class NaturalModes:
 def linearise(system, params: Mapping | None = None, q=None, lam=None, t: float = 0.0,
               u=None) -> LinearModel:
     """M, C, K of ``system`` about (q, v = 0, a = 0, lam) (default all zero) at time t."""
-    k = system.kernels
-    n, m = k.n, k.m
+    sz = system.sizes
+    n, m = sz.n, sz.m
     q = np.zeros(n) if q is None else np.asarray(q, dtype=float)
     lam = np.zeros(m) if lam is None else np.asarray(lam, dtype=float)
     zero = np.zeros(n)
     args = (t, q, zero, zero, lam)
-    nm = n + m
+
+    def kernel(name, **weights):
+        w = pack_weights(name, sz, **weights) if weights else None
+        return split(name, system.evaluate(name, *args, params=params, u=u, w=w), sz)
+
     # the Newton matrix with (c_m, c_q, c_v) = (1, 0, 0) is [[M, C_q^T], [C_q, 0]]
-    M = system.evaluate("newton", *args, params=params, u=u,
-                        w=np.array([1.0, 0.0, 0.0])).reshape(nm, nm)[:n, :n]
-    jac = system.evaluate("jacobians", *args, params=params, u=u)
-    K = jac[n * n:2 * n * n].reshape(n, n)           # J_G = d(C_q^T lam - Q)/dq
-    C = jac[2 * n * n:3 * n * n].reshape(n, n)       # G_V = -dQ/dv
-    Cq = jac[3 * n * n:].reshape(m, n)
-    oj = system.evaluate("output_jacobians", *args, params=params, u=u)
-    ns = k.n_s
-    Sx = oj[:ns * (3 * n + m)].reshape(ns, 3 * n + m)
-    return LinearModel(M=M, C=C, K=K, Cq=Cq, output_jacobian=Sx[:, :n].copy(),
-                       output_names=tuple(system.model.output_names))
+    M = kernel("newton", c_m=1.0)["K"][:n, :n]
+    jac = kernel("jacobians")
+    # ds/dq: output_jvp along each coordinate direction
+    Sq = np.column_stack([kernel("output_jvp", dx=np.eye(sz.nx)[j])["ds"] for j in range(n)]) \
+        if n else np.zeros((sz.n_s, 0))
+    return LinearModel(M=M, C=jac["GV"].copy(), K=jac["JG"].copy(), Cq=jac["Cq"].copy(),
+                       output_jacobian=Sq, output_names=tuple(system.model.output_names))
 
 
 def natural_modes(system, params: Mapping | None = None, q=None, lam=None,

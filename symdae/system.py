@@ -167,18 +167,27 @@ class System:
     def _raise(self, rep: SweepReport, grid: Grid):
         where = f"t = {rep.time:.9g} (step {rep.step} of {grid.N}, h = {grid.h:g})"
         if rep.status == "newton_failed":
-            how = "did not converge"
-            if rep.pivot >= 0:
-                how = ("diverged (the Newton matrix became singular at an iterate far from the "
-                       "solution)")
-            elif rep.residual_norm > 1e3 * rep.first_residual_norm:
-                how = "diverged"
+            norms = (f"residual max-norm {rep.first_residual_norm:.3e} at the first iterate, "
+                     f"{rep.residual_norm:.3e} at the last ({rep.noise_ratio:.3g} times its "
+                     "round-off level)")
+            if rep.pivot >= 0 or rep.residual_norm > 1e3 * rep.first_residual_norm:
+                how = "diverged" + (" (the Newton matrix became singular at an iterate far "
+                                    "from the solution)" if rep.pivot >= 0 else "")
+                advice = ("The step starts too far from its solution: reduce h, or check the "
+                          "parameter values and the initial state.")
+            elif rep.residual_norm < 1e-3 * rep.first_residual_norm:
+                how = "was still converging"
+                advice = (f"It ran out of iterations: raise max_iter (now {rep.iterations}), or "
+                          "reduce h so that each step starts closer to its solution.")
+            else:
+                how = "stalled"
+                advice = ("The Newton matrix does not match the residual (a force that is not "
+                          "smooth, or one whose derivative is wrong?), or the step is too large "
+                          "for the nonlinearity: reduce h or smooth the model.")
             raise NewtonError(
-                f"Newton's method {how} at {where} after {rep.iterations} iterations; residual "
-                f"max-norm {rep.first_residual_norm:.3e} at the first iterate, "
-                f"{rep.residual_norm:.3e} at the last. Reduce h, check the parameter values, or "
-                "raise max_iter.", time=rep.time, step=rep.step, iterations=rep.iterations,
-                residual_norm=rep.residual_norm)
+                f"Newton's method {how} at {where} after {rep.iterations} iterations; {norms}. "
+                f"{advice}", time=rep.time, step=rep.step, iterations=rep.iterations,
+                residual_norm=rep.residual_norm, noise_ratio=rep.noise_ratio)
         if rep.status == "singular":
             names = self.model.coordinate_names + [f"constraint {j}" for j in range(self.model.m)]
             j = rep.pivot

@@ -196,7 +196,7 @@ def test_the_jacobian_reuses_the_stored_factorisations(osc_experiment):
     w = np.array([1.1, 0.9])
     res.residuals(w)
     (traj,) = [r.trajectory for r in res._results]
-    assert traj._sweep.LU is not None
+    assert traj._sweep.forward.saved is not None
     J = res.jacobian(w)
     assert res.simulations == 1 and res.jacobians == 1
     _, J_fresh = residuals_and_jacobian([osc_experiment], ["c", "d"], res.physical(w))

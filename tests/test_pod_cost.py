@@ -28,7 +28,7 @@ class Stub:
 
     def __init__(self, names=NAMES):
         self.model = types.SimpleNamespace(output_names=list(names))
-        self.kernels = types.SimpleNamespace(n_s=len(names))
+        self.sizes = types.SimpleNamespace(n_s=len(names))
 
 
 def traj_of(Y, t=T, names=NAMES):

@@ -52,6 +52,13 @@ def lambdify_flat(ds: DerivedSystem, exprs, n_w: int = 0) -> Callable[..., np.nd
     return evaluate
 
 
+def _extrapolate(Y: np.ndarray, i: int) -> np.ndarray:
+    """Row i+1 of Y extrapolated by the polynomial through rows i, i-1, i-2 (newton.pxd)."""
+    if i >= 2:
+        return 3.0 * Y[i] - 3.0 * Y[i - 1] + Y[i - 2]
+    return 2.0 * Y[i] - Y[i - 1] if i == 1 else Y[i].copy()
+
+
 class _Scheme:
     """The HHT coefficients (the table of symdae/core/scheme.pxd)."""
 
@@ -135,48 +142,57 @@ class NumpyBackend:
             S[i] = self._k("outputs", t[i], Q[i], V[i], A[i], L[i], p, U[i])
             if store:
                 Ks[i] = K
-            return res[n:2 * n].copy(), self._noise(t[i], Q[i], V[i], A[i], L[i], p, U[i], c)
+            return res[n:2 * n].copy()
 
         res = self._k("residual", t[0], Q[0], V[0], A[0], L[0], p, U[0])
-        gprev, (nu, fq) = settle(0, res)
+        gprev, noise = settle(0, res), None
         for i in range(N):
-            prev = max(i - 1, 0)
             qh, vh = Q[i] + c.h * V[i] + c.ca * A[i], V[i] + c.cv1 * A[i]
-            y = np.concatenate([2 * A[i] - A[prev], 2 * L[i] - L[prev]])
-            out = self._newton(t[i + 1], qh, vh, y, gprev, nu, fq, p, U[i + 1], c, rtol,
-                               max_iter, counts)
+            base = (np.abs(Q[i]) + c.h * np.abs(V[i]) + np.abs(c.ca * A[i]),
+                    np.abs(V[i]) + np.abs(c.cv1 * A[i]))         # qhat's, vhat's terms
+            y = np.concatenate([_extrapolate(A, i), _extrapolate(L, i)])
+            out = self._newton(t[i + 1], qh, vh, base, y, gprev, noise, p, U[i + 1], c,
+                               rtol, max_iter, counts)
             if isinstance(out, SweepReport):
                 rep = SweepReport(out.status, Counters(**counts), float(t[i + 1]), i + 1,
                                   out.iterations, out.residual_norm, out.first_residual_norm,
                                   out.noise_ratio)
                 return ForwardResult(grid, p, U, Q, V, A, L, S, rep, None)
-            y, res = out
+            y, res, noise = out
             Q[i + 1], V[i + 1] = qh + c.s * y[:n], vh + c.gh * y[:n]
             A[i + 1], L[i + 1] = y[:n], y[n:]
             counts["steps"] += 1
-            gprev, (nu, fq) = settle(i + 1, res)
+            gprev = settle(i + 1, res)
         rep = SweepReport("ok", Counters(**counts))
         return ForwardResult(grid, p, U, Q, V, A, L, S, rep, Ks)
 
-    def _noise(self, t, q, v, a, lam, p, u, c):
-        """(round-off level of each residual row, rounding of (a, lam) from q's rounding)
-        near a state: newton.pxd, residual_noise."""
+    def _noise(self, t, q, v, a, lam, p, u, c, base):
+        """(round-off level of each residual row, rounding of (a, lam) from q's rounding) at
+        an iterate: newton.pxd, residual_noise."""
         n = q.shape[0]
-        qs = np.abs(q) + c.h * np.abs(v) + c.h * c.h * np.abs(a)
-        vs = np.abs(v) + c.h * np.abs(a)
+        qs, vs = base[0] + c.s * np.abs(a), base[1] + c.gh * np.abs(a)
         mag = self._k("residual_magnitude", t, q, v, a, lam, p, u, np.concatenate([qs, vs]))
         nu = np.concatenate([_EPS * (c.cM * mag[:n] + (1.0 + abs(c.ap)) * mag[n:2 * n]),
                              _EPS * mag[2 * n:] / c.s])
-        return nu, np.concatenate([qs * _EPS / c.s, np.abs(lam) * _EPS])
+        fq = qs * _EPS / c.s
+        if lam.size:     # the a-jitter constraint rows leave, seen by the dynamic rows
+            K = self._k("newton", t, q, v, a, lam, p, u, c.kw).reshape(n + lam.size, -1)
+            touched = np.any(K[n:, :n] != 0, axis=0)
+            nu[:n] += np.abs(K[:n, :n][:, touched]) @ fq[touched]
+        return nu, np.concatenate([fq, np.abs(lam) * _EPS])
 
-    def _newton(self, t1, qh, vh, y, gprev, nu, fq, p, u, c, rtol, max_iter, counts):
-        """Full Newton for one step: (y, residual terms) or a failure report. The stopping
-        tests (a), (b), (c) of newton.pxd; every iteration has a fresh matrix."""
+    def _newton(self, t1, qh, vh, base, y, gprev, noise, p, u, c, rtol, max_iter, counts):
+        """Full Newton for one step: (y, residual terms, round-off levels) or a failure
+        report. The stopping tests (a), (b), (c) of newton.pxd, the round-off level taken where
+        that takes it; every iteration has a fresh matrix."""
         n = qh.shape[0]
         first, ratio_prev = None, np.inf
         for j in range(max_iter):
             qc, vc = qh + c.s * y[:n], vh + c.gh * y[:n]
             res = self._k("residual", t1, qc, vc, y[:n], y[n:], p, u)
+            if j == 1 or noise is None:
+                noise = self._noise(t1, qc, vc, y[:n], y[n:], p, u, c, base)
+            nu, fq = noise
             counts["newton_iterations"] += 1
             R = np.concatenate([c.cM * res[:n] + res[n:2 * n] - c.ap * gprev,
                                 res[2 * n:] / c.s])
@@ -190,7 +206,7 @@ class NumpyBackend:
                                    first_residual_norm=first, noise_ratio=ratio)
             if ratio <= NOISE_FACTOR or (j > 0 and ratio > 0.5 * ratio_prev
                                          and ratio <= STALL_FACTOR):
-                return y, res
+                return y, res, noise
             ratio_prev = ratio
             K = self._k("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
             counts["factorizations"] += 1
@@ -208,7 +224,7 @@ class NumpyBackend:
             with np.errstate(divide="ignore", invalid="ignore"):
                 rel = np.where(wk > 0, np.abs(dy) / wk, np.where(dy == 0, 0.0, np.inf))
             if rel.max(initial=0.0) <= 1.0:
-                return y, res
+                return y, res, noise
             y = y + dy
         return SweepReport("newton_failed", iterations=max_iter, residual_norm=rnorm,
                            first_residual_norm=first, noise_ratio=ratio)

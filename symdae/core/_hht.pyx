@@ -24,7 +24,7 @@ from symdae.core.dense cimport lu_factor
 from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
                                  take_int)
 from symdae.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
-                                 StepOutcome, newton_step, factor_into, residual_noise)
+                                 StepOutcome, newton_step, factor_into)
 from symdae.core.tangent cimport TangentWork, tangent_step, output_tangent
 from symdae.core.adjoint cimport AdjointWork, adjoint_step, initial_g_adjoint
 
@@ -222,6 +222,9 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     cdef int nm = n + m
     w.res = take(a, 2 * n + m)
     w.mag = take(a, 2 * n + m)
+    w.qsb = take(a, n)
+    w.vsb = take(a, n)
+    w.sz = take(a, 2 * n)
     w.gprev = take(a, n)
     w.qc = take(a, n)
     w.vc = take(a, n)
@@ -231,7 +234,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     w.dy = take(a, nm)
     w.y = take(a, nm)
     w.nu = take(a, nm)
-    w.fq = take(a, max(nm, 2 * n))    # also the (qs, vs) weights of residual_magnitude
+    w.fq = take(a, nm)
     w.K = take(a, nm * nm)
     w.LUr = take(a, nm * nm)
     w.pr = take_int(a, nm)
@@ -241,9 +244,9 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
 cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonWork* w,
                 const Traj* tr, Factors* f, Py_ssize_t i, double* S, double** LU, int** piv,
                 bint fresh) noexcept nogil:
-    """State i is in the trajectory: its outputs, stored time terms, g_i for the next step,
-    the factorisation of K there (the next step's iteration matrix) and its round-off levels.
-    ``fresh``: the time terms and residual at state i are not in w yet (state 0)."""
+    """State i is in the trajectory: its outputs, stored time terms, g_i for the next step and
+    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms
+    and residual at state i are not in w yet (state 0)."""
     cdef int n = km.n, nm = km.n + km.m, pivot
     set_state(x, tr, i)
     if fresh:
@@ -261,11 +264,7 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     else:
         LU[0] = f.LUw
         piv[0] = f.pw
-    pivot = factor_into(km, x, c.kw, w.K, LU[0], piv[0], nm)
-    if pivot != 0:
-        return pivot
-    residual_noise(km, x, c, w.mag, w.fq, w.nu)
-    return 0
+    return factor_into(km, x, c.kw, w.K, LU[0], piv[0], nm)
 
 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
@@ -291,7 +290,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* Sb = base(S)
     cdef double* LUcur
     cdef int* pcur
-    cdef Py_ssize_t i = 0, prev
+    cdef Py_ssize_t i = 0, i1, i2
     cdef symdae_args x
     memset(&arena, 0, sizeof(Arena))
     memset(&rep, 0, sizeof(ForwardReport))
@@ -310,11 +309,13 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             rep.status = NOT_FINITE if pivot < 0 else SINGULAR
             rep.pivot = pivot - 1
         while rep.status == OK and i < N:
-            prev = i - 1 if i > 0 else 0      # a, lam extrapolated from states i-1 and i
+            i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
+            i2 = i - 2 if i > 1 else 0
             rep.status = newton_step(
                 km, &x, &c, &w, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
-                tr.lam + i * m, tr.a + prev * n, tr.lam + prev * m, t0 + (i + 1) * h,
-                tr.u + (i + 1) * tr.n_u, rtol, max_iter, &so)
+                tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
+                tr.lam + i2 * m, min(i, 2), t0 + (i + 1) * h, tr.u + (i + 1) * tr.n_u, rtol,
+                max_iter, i > 0, &so)
             rep.newton_iterations += so.iterations
             rep.factorizations += so.refreshes
             rep.jacobian_refreshes += so.refreshes

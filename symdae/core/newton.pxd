@@ -13,7 +13,9 @@
 #  (b) the residual is at its round-off level: |R_r| <= 4 nu_r for every row, where nu_r is the
 #      rounding of row r's own terms (the residual_magnitude kernel: a constraint's constants
 #      count, not only the coordinates; q and v with the rounding of the sums they come from,
-#      see residual_noise), taken at the last accepted state;
+#      see residual_noise), evaluated at the step's first corrected iterate (the extrapolated
+#      start can be far off when a and lam oscillate) and used from there on, and at the
+#      first iterate of the next step;
 #  (c) it stagnates at the round-off level: with a matrix refreshed at the current iterate
 #      the scaled residual max_r |R_r| / nu_r no longer halves, and it is below 64: the
 #      iteration is limited by rounding, not by the matrix.
@@ -41,7 +43,10 @@ cdef enum:
 
 cdef struct NewtonWork:
     double* res      # [Ma, g, C] at the current iterate (2n + m)
-    double* mag      # the size of their terms at the last accepted state (2n + m)
+    double* mag      # the size of their terms (2n + m)
+    double* qsb      # qhat's terms |q_i| + h |v_i| + |ca a_i|, vhat's |v_i| + |cv1 a_i| (n each)
+    double* vsb
+    double* sz       # the (qs, vs) weights of residual_magnitude at the current iterate (2n)
     double* gprev    # g_i (n)
     double* qc       # q, v of the current iterate (n each)
     double* vc
@@ -52,7 +57,7 @@ cdef struct NewtonWork:
     double* y
     double* nu       # round-off level of each residual row
     double* fq       # rounding of (a, lam) that q's rounding implies
-    double* K        # Newton matrix (nm x nm)
+    double* K        # Newton matrix (nm x nm) at the last accepted state
     double* LUr      # refreshed factorisation (nm x nm) and its pivots
     int* pr
     double* tau      # time terms at t_{i+1}
@@ -76,32 +81,57 @@ cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const 
 
 
 cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
-                                double* mag, double* fq, double* nu) noexcept nogil:
-    """nu_r <- round-off level of residual row r near the accepted state x.
+                                NewtonWork* w) noexcept nogil:
+    """nu_r <- round-off level of residual row r at the iterate x of a step.
 
     Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
-    where q and v count with the size of the terms they are summed from: q_{i+1} = qhat + s a
-    with qhat = q_i + h v_i + ca a_i carries the rounding of |q| + h |v| + h^2 |a|, not of q
-    (which may cross zero), and v_{i+1} that of |v| + h |a|. fq: what that rounding of q
-    means for a (divided by s), the floor of test (a). Uses fq and mag as scratch for the
-    sizes (the kernel's weights).
+    where q and v count with the size of the terms they are summed from:
+    q_{i+1} = qhat + s a with qhat = q_i + h v_i + ca a_i carries the rounding of
+    |q_i| + h |v_i| + |ca a_i| + s |a|, not of q (which may cross zero); v_{i+1} likewise.
+    fq: what that rounding of q means for a (divided by s), the floor of test (a).
+    A constraint row sees a only through q, so it fixes a coordinate's acceleration only to
+    fq; every Newton update then moves a by up to that much along the constrained
+    coordinates, which the dynamic rows see through K: their floor gains |K_rk| fq_k for each
+    coordinate k a constraint involves (K: the iteration matrix, w.K).
     """
-    cdef int k, n = km.n, m = km.m
-    cdef double eps = DBL_EPSILON
+    cdef int k, r, j, n = km.n, m = km.m, nm = km.n + km.m
+    cdef double eps = DBL_EPSILON, cmax
     for k in range(n):
-        fq[k] = fabs(x.q[k]) + c.h * fabs(x.v[k]) + c.h * c.h * fabs(x.a[k])
-        nu[k] = fabs(x.v[k]) + c.h * fabs(x.a[k])
-    memcpy(fq + n, nu, n * sizeof(double))          # weights (qs, vs), contiguous
-    memset(mag, 0, (2 * n + m) * sizeof(double))
-    call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, fq, mag)
+        w.sz[k] = w.qsb[k] + c.s * fabs(x.a[k])
+        w.sz[n + k] = w.vsb[k] + c.gh * fabs(x.a[k])
+    memset(w.mag, 0, (2 * n + m) * sizeof(double))
+    call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
     for k in range(n):
-        nu[k] = eps * (c.cM * mag[k] + (1.0 + fabs(c.ap)) * mag[n + k])
+        w.nu[k] = eps * (c.cM * w.mag[k] + (1.0 + fabs(c.ap)) * w.mag[n + k])
+        w.fq[k] = w.sz[k] * eps / c.s
     for k in range(m):
-        nu[n + k] = eps * mag[2 * n + k] / c.s
+        w.nu[n + k] = eps * w.mag[2 * n + k] / c.s
+        w.fq[n + k] = fabs(x.lam[k]) * eps
     for k in range(n):
-        fq[k] *= eps / c.s
-    for k in range(m):
-        fq[n + k] = fabs(x.lam[k]) * eps
+        cmax = 0.0
+        for j in range(m):
+            cmax = max(cmax, fabs(w.K[(n + j) * nm + k]))
+        if cmax > 0.0:
+            for r in range(n):
+                w.nu[r] += fabs(w.K[r * nm + k]) * w.fq[k]
+
+
+cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* a,
+                            NewtonWork* w, int n) noexcept nogil:
+    """The sizes of the terms of qhat and vhat from state i (see residual_noise)."""
+    cdef int k
+    for k in range(n):
+        w.qsb[k] = fabs(q[k]) + c.h * fabs(v[k]) + fabs(c.ca * a[k])
+        w.vsb[k] = fabs(v[k]) + fabs(c.cv1 * a[k])
+
+
+cdef inline double extrapolate(int order, double y0, double y1, double y2) noexcept nogil:
+    """The value at i+1 of the polynomial of the given order through y at i, i-1, i-2."""
+    if order >= 2:
+        return 3.0 * y0 - 3.0 * y1 + y2
+    if order == 1:
+        return 2.0 * y0 - y1
+    return y0
 
 
 cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double rtol, int n,
@@ -129,11 +159,14 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
                             NewtonWork* w, const double* LU, const int* piv,
                             const double* qi, const double* vi, const double* ai,
-                            const double* li, const double* a_prev, const double* l_prev,
+                            const double* li, const double* a1, const double* l1,
+                            const double* a2, const double* l2, int order,
                             double t1, const double* u1, double rtol, int max_iter,
-                            StepOutcome* out) noexcept nogil:
-    """Solve step i -> i+1 from state i (and i-1 for the start value). On OK, w.qc, w.vc, w.y
-    hold (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them."""
+                            bint have_noise, StepOutcome* out) noexcept nogil:
+    """Solve step i -> i+1 from state i; (a1, l1), (a2, l2): a and lam at i-1 and i-2 for the
+    start value, extrapolated with polynomial ``order`` 0, 1 or 2. On OK, w.qc, w.vc, w.y hold
+    (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
+    w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
     cdef double norm, norm_prev = INFINITY, rnorm, wk, ratio, ratio_prev = INFINITY
     cdef bint refreshed = False
@@ -143,10 +176,11 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     out.pivot = -1
     out.first_norm = -1.0
     predictor(c, qi, vi, ai, w.qh, w.vh, n)
+    term_sizes(c, qi, vi, ai, w, n)
     for k in range(n):
-        w.y[k] = 2.0 * ai[k] - a_prev[k]
+        w.y[k] = extrapolate(order, ai[k], a1[k], a2[k])
     for k in range(m):
-        w.y[n + k] = 2.0 * li[k] - l_prev[k]
+        w.y[n + k] = extrapolate(order, li[k], l1[k], l2[k])
     x.t = t1
     x.q = w.qc
     x.v = w.vc
@@ -164,6 +198,9 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
         for k in range(m):
             w.R[n + k] = w.res[2 * n + k] / c.s
+        if j == 1 or not have_noise:
+            residual_noise(km, x, c, w)
+            have_noise = True
         rnorm = 0.0
         ratio = 0.0
         for k in range(nm):

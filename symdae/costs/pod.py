@@ -224,7 +224,7 @@ class PODCost(Cost):
             G, J, rec = self._simulated(Y, mu, ref, traj.t[idx], mean, rho)
         if self.center:
             G -= np.outer(mu / np.sum(mu), G.sum(axis=0))
-        dS = np.zeros((len(traj.t), system.kernels.n_s))
+        dS = np.zeros((len(traj.t), system.sizes.n_s))
         if isinstance(idx, slice):
             dS[idx, cols] = G
         else:
