@@ -18,6 +18,7 @@ from .costs import Cost
 from .errors import InputError
 from .checkpoint import cost_and_gradient
 from .scenario import Scenario
+from .threads import one_blas_thread
 from .trajectory import Trajectory
 
 __all__ = ["Experiment", "Evaluation", "evaluate_many"]
@@ -72,8 +73,9 @@ class Experiment:
         the memory budget (the adjoint refactorises from the stored states, which costs less
         than storing every factorisation; runs too long to store are checkpointed)."""
         merged = {**self.params, **dict(params or {})}
-        run = cost_and_gradient(self.system, self.scenario, self.cost, merged,
-                                gradient=gradient, memory_budget=self.memory_budget)
+        with one_blas_thread():
+            run = cost_and_gradient(self.system, self.scenario, self.cost, merged,
+                                    gradient=gradient, memory_budget=self.memory_budget)
         return Evaluation(run.cost, run.gradient, run.trajectory)
 
 

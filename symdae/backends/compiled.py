@@ -6,14 +6,19 @@ the core was never built.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..errors import InputError
+from ..threads import one_blas_thread
 from ..kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
 from .base import (AdjointResult, Counters, ForwardResult, Grid, Restart, SweepReport,
                    TangentArrays, STATUSES)
 
 __all__ = ["CompiledBackend", "core_available"]
+
+SMALL_LU = 32    # dense.pxd: LAPACK above this size
 
 
 def core_available() -> bool:
@@ -107,9 +112,10 @@ class CompiledBackend:
         p_arg = _vec(p, sz.n_p, "p", "forward")
         Ufull = np.empty((rows, sz.n_u))
         Ufull[first:] = U
-        rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, Ufull,
-                                Q, V, A, L, S, *saved, float(rtol), int(max_iter), first,
-                                grid.i0, noise)
+        with self._lapack():
+            rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, Ufull,
+                                    Q, V, A, L, S, *saved, float(rtol), int(max_iter), first,
+                                    grid.i0, noise)
         report = _report(rep)
         end = _restart(A, L, first + N, grid.i0 + N, noise) if report.ok else None
         part = slice(first, None)
@@ -129,9 +135,10 @@ class CompiledBackend:
         dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
-        rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
-                                *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dL,
-                                dS, g.i0)
+        with self._lapack():
+            rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dL,
+                                    dS, g.i0)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
                              dL[:, :, :sz.m], dS[:, :, :sz.n_s], report)
@@ -143,11 +150,17 @@ class CompiledBackend:
         if not last:
             state[:] = carry
         dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
-        rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
-                                *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
-                                last, first)
+        with self._lapack():
+            rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
+                                    last, first)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return AdjointResult(state[sz.nx + sz.n:].copy(), state[:sz.nx].copy(), state, report)
+
+    def _lapack(self):
+        """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
+        dense LU, symdae/core/dense.pxd); nothing to do for smaller ones."""
+        return one_blas_thread() if self.sizes.nm > SMALL_LU else contextlib.nullcontext()
 
     @staticmethod
     def _states(fwd: ForwardResult):
