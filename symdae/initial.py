@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 
 from .errors import InconsistentInitialStateError, ModelError, SingularMatrixError
 from .kernels import pack_weights, split
@@ -49,6 +50,10 @@ def _check_matrix(K0, model, t0):
     if not np.all(np.isfinite(K0)):
         raise SingularMatrixError(f"the initialisation matrix [[M, C_q^T], [C_q, 0]] has "
                                   f"non-finite entries at t = {t0}")
+    # LU pivots flag a singular matrix cheaply; the SVD (for the message) only then
+    piv = np.abs(np.diag(scipy.linalg.lu_factor(K0, check_finite=False)[0]))
+    if piv.min() > nm * np.finfo(float).eps * np.abs(K0).max():
+        return
     sv = np.linalg.svd(K0, compute_uv=False)
     if sv[-1] <= nm * np.finfo(float).eps * sv[0]:
         null = np.abs(np.linalg.svd(K0)[2][-1])     # the vectors only for the message

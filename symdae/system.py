@@ -15,6 +15,7 @@ from .errors import (InputError, ModelError, NewtonError, SimulationError, Singu
 from .initial import InitialState, initial_state
 from .kernels import Sizes
 from .scenario import Scenario
+from .threads import one_blas_thread
 from .trajectory import Trajectory
 
 __all__ = ["System", "SweepData"]
@@ -129,8 +130,12 @@ class System:
         Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,
         NewtonError or SimulationError with the time step and residual.
         """
+        with one_blas_thread():
+            return self._simulate(Scenario.make(scenario, **fields), params,
+                                  store_factorizations)
+
+    def _simulate(self, sc: Scenario, params, store_factorizations: bool) -> Trajectory:
         t_start = time.perf_counter()
-        sc = Scenario.make(scenario, **fields)
         model, sz = self.model, self.sizes
         sc.check_memory(8 * (sz.nx + sz.n_s + sz.n_u + 1))
         if store_factorizations:

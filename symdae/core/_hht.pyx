@@ -199,6 +199,9 @@ cdef void carve_factors(Arena* a, Factors* f) noexcept nogil:
     f.lu.kpos = take_int(a, N * N)
     f.lu.bpos = take_int(a, N * N)
     f.lu.KS = take_int(a, N * N)
+    f.lu.cons = take_int(a, N)
+    f.lu.nrow = take_int(a, N * N)
+    f.lu.nidx = take_int(a, N * N)
     f.lu.S = take_int(a, N * N)
     f.lu.deg = take_int(a, N)
     f.lu.x = take(a, N)
@@ -213,7 +216,7 @@ cdef int prepare_lu(const symdae_model* km, const symdae_args* x, const Scheme* 
     for k in range(N * N):
         f.K[k] = sentinel()
     call(km, SYMDAE_NEWTON, x, c.kw, f.K)
-    structure_of(&f.lu, f.K)
+    structure_of(&f.lu, f.K, km.n)
     if have_order:
         memcpy(f.lu.pr, order, N * sizeof(int))
         memcpy(f.lu.pc, order + N, N * sizeof(int))

@@ -82,7 +82,7 @@ cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const 
 
 
 cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
-                                NewtonWork* w) noexcept nogil:
+                                const SparseLU* lu, NewtonWork* w) noexcept nogil:
     """nu_r <- round-off level of residual row r at the iterate x of a step.
 
     Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
@@ -93,10 +93,11 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     A constraint row sees a only through q, so it fixes a coordinate's acceleration only to
     fq; every Newton update then moves a by up to that much along the constrained
     coordinates, which the dynamic rows see through K: their floor gains |K_rk| fq_k for each
-    coordinate k a constraint involves (K: the iteration matrix, w.K).
+    coordinate k a constraint involves (K: the iteration matrix, w.K; those structural
+    nonzeros only, lu.nidx).
     """
-    cdef int k, r, j, n = km.n, m = km.m, nm = km.n + km.m
-    cdef double eps = DBL_EPSILON, cmax
+    cdef int k, e, idx, n = km.n, m = km.m, nm = km.n + km.m
+    cdef double eps = DBL_EPSILON
     for k in range(n):
         w.sz[k] = w.qsb[k] + c.s * fabs(x.a[k])
         w.sz[n + k] = w.vsb[k] + c.gh * fabs(x.a[k])
@@ -108,13 +109,9 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     for k in range(m):
         w.nu[n + k] = eps * w.mag[2 * n + k] / c.s
         w.fq[n + k] = fabs(x.lam[k]) * eps
-    for k in range(n):
-        cmax = 0.0
-        for j in range(m):
-            cmax = max(cmax, fabs(w.K[(n + j) * nm + k]))
-        if cmax > 0.0:
-            for r in range(n):
-                w.nu[r] += fabs(w.K[r * nm + k]) * w.fq[k]
+    for e in range(lu.nn):
+        idx = lu.nidx[e]
+        w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
 
 
 cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* a,
@@ -200,7 +197,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         for k in range(m):
             w.R[n + k] = w.res[2 * n + k] / c.s
         if j == 1 or not have_noise:
-            residual_noise(km, x, c, w)
+            residual_noise(km, x, c, lu, w)
             have_noise = True
         rnorm = 0.0
         ratio = 0.0

@@ -53,21 +53,38 @@ cdef struct SparseLU:
     int* bpos
     int nk
     int* KS          # N x N: K's structure
+    int* cons        # N: 1 for a column some constraint row of K reaches (rows >= n_dyn)
+    int* nrow        # the nonzeros of K in a dynamic row and a constrained column: their
+    int* nidx        # row and flat index (newton.pxd's round-off model reads these)
+    int nn
     int* S           # N x N scratch
     int* deg         # N scratch
     double* x        # N scratch for the solves
 
 
-cdef inline void structure_of(SparseLU* a, double* K) noexcept nogil:
+cdef inline void structure_of(SparseLU* a, double* K, int n_dyn) noexcept nogil:
     """a.KS[i, j] = 1 where the newton kernel wrote K (the caller filled K with sentinel()
-    before calling it); the unwritten entries of K are set to 0."""
-    cdef int k
+    before calling it); the unwritten entries of K are set to 0. a.cons: the columns the rows
+    from n_dyn on (the constraints) reach."""
+    cdef int i, k
     for k in range(a.N * a.N):
         if K[k] == sentinel():
             a.KS[k] = 0
             K[k] = 0.0
         else:
             a.KS[k] = 1
+    for k in range(a.N):
+        a.cons[k] = 0
+        for i in range(n_dyn, a.N):
+            if a.KS[i * a.N + k]:
+                a.cons[k] = 1
+    a.nn = 0
+    for i in range(n_dyn):
+        for k in range(n_dyn):
+            if a.KS[i * a.N + k] and a.cons[k]:
+                a.nrow[a.nn] = i
+                a.nidx[a.nn] = i * a.N + k
+                a.nn += 1
 
 
 cdef inline void gather_maps(SparseLU* a, const int* KS) noexcept nogil:
