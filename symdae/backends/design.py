@@ -20,6 +20,7 @@ blocks, the test oracle. Neither raises on a singular Newton matrix: the report 
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,9 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
     """Validate the arrays and run the backend's reverse-over-tangent sweep (see the module
     docstring for the contract)."""
     sz, N = backend.sizes, fwd.grid.N
+    if getattr(fwd.grid, "i0", 0) != 0:
+        raise InputError("the design sweep takes a whole trajectory from t0 (grid index 0), "
+                         "not a segment of a checkpointed run")
     D = np.asarray(D, dtype=float).reshape(sz.n_p, -1)
     nd = D.shape[1]
     for label, x, k in (("dq", tangents.dq, sz.n), ("dv", tangents.dv, sz.n),
@@ -87,11 +91,14 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
     saved = fwd.saved if fwd.saved is not None else (None, None, None)
     p = fwd.p if sz.n_p else np.zeros(1)
     DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
-    rep = _design.design_adjoint(
-        backend.module, g.t0, g.h, N, g.alpha, p, _padded(fwd.U), _padded(fwd.q),
-        _padded(fwd.v), _padded(fwd.a), _padded(fwd.lam), *saved, DT,
-        *(_padded(np.asarray(x, dtype=float)) for x in
-          (tangents.dq, tangents.dv, tangents.da, tangents.dlam)),
-        _padded(np.ascontiguousarray(dS.transpose(0, 2, 1))), _padded(ds), _padded(dx), ubar)
+    lapack = getattr(backend, "_lapack", contextlib.nullcontext)   # one BLAS thread if LAPACK
+    with lapack():
+        rep = _design.design_adjoint(
+            backend.module, g.t0, g.h, N, g.alpha, p, _padded(fwd.U), _padded(fwd.q),
+            _padded(fwd.v), _padded(fwd.a), _padded(fwd.lam), *saved, DT,
+            *(_padded(np.asarray(x, dtype=float)) for x in
+              (tangents.dq, tangents.dv, tangents.da, tangents.dlam)),
+            _padded(np.ascontiguousarray(dS.transpose(0, 2, 1))), _padded(ds), _padded(dx),
+            ubar)
     report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
     return DesignSweepResult(ubar[:, :sz.n_u], report)
