@@ -37,7 +37,7 @@ import symdae  # noqa: E402
 from symdae.design_problem import DesignProblem  # noqa: E402
 from symdae.design_study import compare_monte_carlo, model_design, study_inputs  # noqa: E402
 from symdae.fisher import fisher_information, output_sensitivities  # noqa: E402
-from symdae.input_adjoint import design_gradient, tangent_arrays  # noqa: E402
+from symdae.input_adjoint import tangent_arrays  # noqa: E402
 from symdae.backends.design import design_adjoint  # noqa: E402
 
 FOUR = {"two_mass_oscillator": ["c1", "c2", "d1", "d2"],
@@ -85,8 +85,9 @@ def bench_fisher(reps: int) -> None:
             fisher_information(output_sensitivities(system, traj, free, ns["OUTPUTS"]))
 
         t = interleaved({"forward": forward, "F": fisher}, reps)
-        print(f"  {name:20s} ({sc.n_steps} steps): forward {1e3 * stats_lib.median(t['forward']):6.2f}"
-              f" ms, F(4 parameters) / forward {ratio_line(t, 'forward', 'F')}")
+        fwd_ms = 1e3 * stats_lib.median(t["forward"])
+        print(f"  {name:20s} ({sc.n_steps} steps): forward {fwd_ms:6.2f} ms, "
+              f"F(4 parameters) / forward {ratio_line(t, 'forward', 'F')}")
 
 
 # ---------------------------------------------------------------------------- 2. gradient cost
@@ -129,8 +130,8 @@ def bench_gradient(reps: int) -> None:
         print(f"  {name} ({sc.n_steps} steps), forward simulation {fwd_ms:.2f} ms; "
               "DesignProblem.evaluate (simulate + tangent + F + criterion + design sweep):")
         for nb in (1, 2, 4):
-            print(f"    nb = {nb}: gradient / forward {ratio_line(t, 'forward', f'gradient nb={nb}')}"
-                  f"   (spec bound 2 nb + 3 = {2 * nb + 3})")
+            r = ratio_line(t, "forward", f"gradient nb={nb}")
+            print(f"    nb = {nb}: gradient / forward {r}   (spec bound 2 nb + 3 = {2 * nb + 3})")
         print("    the sweeps alone (backend calls), relative to the forward sweep:")
         for nb in (1, 2, 4):
             ts = interleaved(sweeps[nb], reps)
@@ -164,7 +165,8 @@ def bench_designs() -> dict:
                        for v in ("v1", "v2")}
             print(f"  spec 8.3: M(Fopt)/M(F0) = {d.gain():.1f} at c2 = 1000 (band >= 50; "
                   f"[H] 90.6), {g1100:.1f} at c2 = 1100 ([H] 86.0); max|F| = "
-                  f"{np.max(np.abs(d.input('F'))):.6f} <= 1; saturated {100 * d.saturation['F']:.1f} % "
+                  f"{np.max(np.abs(d.input('F'))):.6f} <= 1; saturated "
+                  f"{100 * d.saturation['F']:.1f} % "
                   f"(>= 95 %); |v(tf)| / max|v| = {rel_end['v1']:.2e}, {rel_end['v2']:.2e} "
                   "(<= 1e-3)")
         else:

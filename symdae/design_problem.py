@@ -253,8 +253,8 @@ class DesignProblem:
 
     def evaluate(self, U: np.ndarray, gradient: bool = True, _start: bool = False
                  ) -> DesignEvaluation:
-        """Psi at input samples U (N+1, n_u) (or (N+1,) for one input), with its gradient dPsi/dU_1..N if asked for
-        (row 0 of the gradient is 0: U_0 is not a design variable)."""
+        """Psi at input samples U (N+1, n_u) (or (N+1,) for one input), with its gradient
+        dPsi/dU if asked for (row 0 of the gradient is 0: U_0 is not a design variable)."""
         U = np.asarray(U, dtype=float)
         if U.ndim == 1 and self.U_start.shape[1] == 1:
             U = U[:, None]

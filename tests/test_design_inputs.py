@@ -197,3 +197,31 @@ def test_bad_input_is_named(two_mass):
     with pytest.raises(InputError, match="box bounds on the coefficients of a general basis"):
         design_input(system, sc, "c2", "x2", inputs={"F": (-1, 1)}, bound_map="box",
                      parameterisation={"basis": np.ones((sc.n_steps, 2))}, **base)
+
+
+def test_one_of_two_inputs_designed_on_knots():
+    """A model with two inputs (hoisted u sin(t) and cos(v t) terms): only v is designed, as a
+    piecewise-linear input on knots; u keeps its scenario values, the chain rule through the
+    knots is exact, and the D-optimal design raises det F~ while meeting a state end
+    condition."""
+    from test_design_kernels import hoisted_u_model
+    system = hoisted_u_model().compile()
+    sc = symdae.Scenario(t_end=0.3, h=2e-3, inputs={"u": 0.3, "v": lambda t: np.cos(5 * t)})
+    knots = {"v": {"knots": np.linspace(0.0, 0.3, 7)}}
+    prob = DesignProblem(system, sc, ["k", "c"], ["s", "r"], designed=["v"], criterion="D",
+                         end={"v:x": 0.0})
+    var = DesignVariables(prob, {"v": (-2.0, 2.0)}, "arctan", knots)
+    z = var.start() + 0.05
+    assert var.size == 7
+    ev = prob.evaluate(var.to_U(z))
+    d = np.random.default_rng(0).standard_normal(z.size)
+    fd = (prob.evaluate(var.to_U(z + 1e-5 * d), gradient=False).value
+          - prob.evaluate(var.to_U(z - 1e-5 * d), gradient=False).value) / 2e-5
+    assert var.pullback(z, ev.gradient) @ d == pytest.approx(fd, rel=1e-8)
+    r = design_input(system, sc, ["k", "c"], ["s", "r"], inputs={"v": (-2.0, 2.0)},
+                     parameterisation=knots, criterion="D", end={"v:x": 0.0},
+                     max_iterations=20, progress=False)
+    assert np.all(r.input("u") == 0.3) and np.all(np.abs(r.input("v")) <= 2.0)
+    det = [np.linalg.det(s.fisher.scaled) for s in (r.start, r.optimal)]
+    assert det[1] > 2 * det[0] and r.optimal.value < r.start.value
+    assert abs(r.optimal.terminal["v:x"]["relative_residual"]) < 0.05
