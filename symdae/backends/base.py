@@ -74,11 +74,13 @@ class Grid(NamedTuple):
 @dataclass(frozen=True)
 class Restart:
     """What continues a forward run at step i0 exactly as one long run would: (a, lam) of up
-    to two previous steps (rows i0-k .. i0-1, k = min(i0, 2): the Newton start values) and the
-    round-off levels the last step left (2 nm + 1, see newton.pxd)."""
+    to two previous steps (rows i0-k .. i0-1, k = min(i0, 2): the Newton start values), the
+    round-off levels the last step left (2 nm + 1, see newton.pxd) and the orders of the
+    sparse LU (2 nm, see sparse.pxd; None for a backend without one)."""
 
     history: np.ndarray
     noise: np.ndarray
+    order: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class ForwardResult:
     report: SweepReport
     saved: object = None     # backend-specific (stored factorisations), None if not stored
     restart: Restart | None = None     # continues the run after its last row
+    order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,11 @@ def _vec(x, k: int, label: str, where: str) -> np.ndarray:
     return vec if k > 0 else np.zeros(1)
 
 
-def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise) -> Restart:
+def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) -> Restart:
     """The Restart that continues a run at ``row`` (step ``step`` of the grid)."""
     k = min(step, 2)
-    return Restart(np.hstack([A[row - k:row], L[row - k:row]]), np.array(noise, copy=True))
+    return Restart(np.hstack([A[row - k:row], L[row - k:row]]), np.array(noise, copy=True),
+                   np.array(order, copy=True))
 
 
 def _report(rep: dict) -> SweepReport:
@@ -99,13 +100,15 @@ class CompiledBackend:
         L = np.empty((rows, sz.m))
         S = np.zeros((rows, sz.n_s))
         Q[first], V[first], A[first], L[first] = x0
+        order = np.zeros(2 * nm, dtype=np.intc)
         if restart is None:
             noise = np.zeros(2 * nm + 1)
         else:
             A[:first], L[:first] = restart.history[:, :sz.n], restart.history[:, sz.n:]
             noise = np.array(restart.noise, dtype=float)
+            order[:] = restart.order
         if store:   # every entry is written by the sweep
-            saved = (np.empty((rows, nm, nm)), np.empty((rows, nm), dtype=np.intc),
+            saved = (np.empty((rows, nm, nm)), np.empty((rows, nm + 1), dtype=np.intc),
                      np.empty((rows, sz.n_tau)))
         else:
             saved = (None, None, None)
@@ -115,13 +118,13 @@ class CompiledBackend:
         with self._lapack():
             rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, Ufull,
                                     Q, V, A, L, S, *saved, float(rtol), int(max_iter), first,
-                                    grid.i0, noise)
+                                    grid.i0, noise, order, restart is not None)
         report = _report(rep)
-        end = _restart(A, L, first + N, grid.i0 + N, noise) if report.ok else None
+        end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
         part = slice(first, None)
         return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
                              Q[part], V[part], A[part], L[part], S[part], report,
-                             tuple(x[part] for x in saved) if store else None, end)
+                             tuple(x[part] for x in saved) if store else None, end, order)
 
     def _saved(self, fwd: ForwardResult):
         return fwd.saved if fwd.saved is not None else (None, None, None)
@@ -138,7 +141,7 @@ class CompiledBackend:
         with self._lapack():
             rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dL,
-                                    dS, g.i0)
+                                    dS, g.i0, fwd.order)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
                              dL[:, :, :sz.m], dS[:, :, :sz.n_s], report)
@@ -153,7 +156,7 @@ class CompiledBackend:
         with self._lapack():
             rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
-                                    last, first)
+                                    last, first, fwd.order)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return AdjointResult(state[sz.nx + sz.n:].copy(), state[:sz.nx].copy(), state, report)
 

@@ -20,7 +20,7 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport *
-from symdae.core.dense cimport lu_factor
+from symdae.core.sparse cimport SparseLU, analyse, symbolic, structure_of, sentinel
 from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
                                  take_int)
 from symdae.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
@@ -161,14 +161,15 @@ cdef inline void set_state(symdae_args* x, const Traj* tr, Py_ssize_t i) noexcep
 
 cdef struct Factors:
     # the factorised Newton matrices and time terms of every state (stored), or work space to
-    # recompute them state by state
+    # recompute them state by state; the sparse LU's orders and structure (sparse.pxd)
     double* LU       # (N+1) x nm x nm, or NULL
-    int* piv         # (N+1) x nm
+    int* piv         # (N+1) x (nm + 1)
     double* TAU      # (N+1) x n_tau, or NULL
     double* K        # work: Newton matrix, its factorisation and pivots
     double* LUw
     int* pw
     int nm, n_tau
+    SparseLU lu
 
 
 cdef inline Factors factors_of(double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
@@ -183,9 +184,42 @@ cdef inline Factors factors_of(double[:, :, ::1] LU, int[:, ::1] PIV, double[:, 
 
 
 cdef void carve_factors(Arena* a, Factors* f) noexcept nogil:
-    f.K = take(a, f.nm * f.nm)
-    f.LUw = take(a, f.nm * f.nm)
-    f.pw = take_int(a, f.nm)
+    cdef int N = f.nm
+    f.K = take(a, N * N)
+    f.LUw = take(a, N * N)
+    f.pw = take_int(a, N + 1)
+    f.lu.N = N
+    f.lu.pr = take_int(a, N)
+    f.lu.pc = take_int(a, N)
+    f.lu.lptr = take_int(a, N + 1)
+    f.lu.uptr = take_int(a, N + 1)
+    f.lu.lidx = take_int(a, N * N)
+    f.lu.uidx = take_int(a, N * N)
+    f.lu.zpos = take_int(a, N * N)
+    f.lu.kpos = take_int(a, N * N)
+    f.lu.bpos = take_int(a, N * N)
+    f.lu.KS = take_int(a, N * N)
+    f.lu.S = take_int(a, N * N)
+    f.lu.deg = take_int(a, N)
+    f.lu.x = take(a, N)
+
+
+cdef int prepare_lu(const symdae_model* km, const symdae_args* x, const Scheme* c, Factors* f,
+                    const int* order, bint have_order) noexcept nogil:
+    """The sparse LU's structure from the Newton matrix at x, and its orders: given (a run
+    continued, or a derivative sweep of a forward run), else analysed from this matrix.
+    Returns 0 or the vanished pivot + 1."""
+    cdef int k, N = f.nm
+    for k in range(N * N):
+        f.K[k] = sentinel()
+    call(km, SYMDAE_NEWTON, x, c.kw, f.K)
+    structure_of(&f.lu, f.K)
+    if have_order:
+        memcpy(f.lu.pr, order, N * sizeof(int))
+        memcpy(f.lu.pc, order + N, N * sizeof(int))
+        symbolic(&f.lu)
+        return 0
+    return analyse(&f.lu, f.K, f.LUw)
 
 
 cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
@@ -194,11 +228,11 @@ cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const S
     Returns 0 or the vanished pivot + 1."""
     if f.LU != NULL:
         LU[0] = f.LU + i * f.nm * f.nm
-        piv[0] = f.piv + i * f.nm
+        piv[0] = f.piv + i * (f.nm + 1)
         return 0
     LU[0] = f.LUw
     piv[0] = f.pw
-    return factor_into(km, x, c.kw, f.K, f.LUw, f.pw, f.nm)
+    return factor_into(km, x, c.kw, &f.lu, f.K, f.LUw, f.pw)
 
 
 cdef inline void tau_at(const symdae_model* km, symdae_args* x, const Factors* f, Py_ssize_t i,
@@ -269,18 +303,19 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
         call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, f.TAU + i * f.n_tau)
     if f.LU != NULL:
         LU[0] = f.LU + i * nm * nm
-        piv[0] = f.piv + i * nm
+        piv[0] = f.piv + i * (nm + 1)
     else:
         LU[0] = f.LUw
         piv[0] = f.pw
-    return factor_into(km, x, c.kw, w.K, LU[0], piv[0], nm)
+    return factor_into(km, x, c.kw, &f.lu, w.K, LU[0], piv[0])
 
 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-            double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry):
+            double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
+            int[::1] order, bint have_order):
     """HHT forward sweep of N steps from the consistent state in row ``first`` of Q, V, A, L,
     which is step i0 of the grid t0 + k h.
 
@@ -289,9 +324,11 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     the start values (a restart from a checkpoint passes first = min(i0, 2)). ``carry``
     (2 nm + 1): the round-off levels the last step left (and a flag that they are there); read
     at the start, written at the end, so that a run in segments takes the very steps of one
-    long run. With LU (rows, nm, nm), PIV and TAU (rows, n_tau) given, stores the factorised
-    Newton matrix and all time terms of every accepted state for the sensitivity sweeps.
-    Returns a ForwardReport (dict).
+    long run. ``order`` (2 nm): the sparse LU's row and column orders (sparse.pxd), read when
+    ``have_order`` (a continued run), else analysed from the first Newton matrix; written at
+    the end for the derivative sweeps and the next segment. With LU (rows, nm, nm), PIV (rows,
+    nm + 1) and TAU (rows, n_tau) given, stores the factorised Newton matrix and all time terms
+    of every accepted state for the sensitivity sweeps. Returns a ForwardReport (dict).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, pivot
@@ -321,7 +358,11 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memcpy(w.nu, &carry[0], nm * sizeof(double))
     memcpy(w.fq, &carry[nm], nm * sizeof(double))
     with nogil:
-        pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)
+        set_state(&x, &tr, i)
+        time_terms(km, &x, w.tau, False)
+        pivot = prepare_lu(km, &x, &c, &f, &order[0], have_order)
+        if pivot == 0:
+            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)
         rep.factorizations = 1
         if pivot != 0:
             rep.status = NOT_FINITE if pivot < 0 else SINGULAR
@@ -331,7 +372,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
             rep.status = newton_step(
-                km, &x, &c, &w, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
+                km, &x, &c, &w, &f.lu, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
                 tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
                 tr.lam + i2 * m, min(tr.offset + i, 2), time_of(&tr, i + 1),
                 tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
@@ -364,6 +405,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memcpy(&carry[0], w.nu, nm * sizeof(double))
     memcpy(&carry[nm], w.fq, nm * sizeof(double))
     carry[2 * nm] = 1.0 if have_noise else 0.0
+    memcpy(&order[0], f.lu.pr, nm * sizeof(int))
+    memcpy(&order[nm], f.lu.pc, nm * sizeof(int))
     return rep
 
 
@@ -396,14 +439,16 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU, const double[:, ::1] DT,
             double[:, :, ::1] dQ, double[:, :, ::1] dV, double[:, :, ::1] dA,
-            double[:, :, ::1] dL, double[:, :, ::1] dS, Py_ssize_t i0):
+            double[:, :, ::1] dL, double[:, :, ::1] dS, Py_ssize_t i0,
+            const int[::1] order):
     """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
     from row 0 (step i0 of the grid t0 + k h).
 
     DT (nd, n_p): the parameter directions, one per row. dQ, dV, dA, dL, dS are
     (N+1, nd, size); row 0 of dQ, dV, dA, dL must hold the sensitivities at row 0. Uses LU,
-    PIV and TAU from forward() when given, else refactorises at each state. Returns
-    {"status", "step"} (SINGULAR with the step whose matrix was singular).
+    PIV and TAU from forward() when given, else refactorises at each state, with the sparse
+    LU orders ``order`` of that forward run. Returns {"status", "step"} (SINGULAR with the
+    step whose matrix was singular).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nr = 2 * K.n + K.m
@@ -433,6 +478,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     with nogil:
         set_state(&x0, &tr, 0)
         tau_at(km, &x0, &f, 0, tau[0])
+        prepare_lu(km, &x0, &c, &f, &order[0], True)
         param_directions(km, &x0, dt, nd, P[0])
         for d in range(nd):
             output_tangent(km, &x0, w.w, &dQ[0, d, 0], &dV[0, d, 0], &dA[0, d, 0],
@@ -445,7 +491,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 break
             param_directions(km, &x1, dt, nd, P[1])
             for d in range(nd):
-                tangent_step(km, &x1, &x0, &c, &w, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
+                tangent_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
                              P[0] + d * nr, &dQ[i, d, 0], &dV[i, d, 0], &dA[i, d, 0],
                              &dL[i, d, 0], &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
                              &dA[i + 1, d, 0], &dL[i + 1, d, 0])
@@ -492,7 +538,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
-            bint first):
+            bint first, const int[::1] order):
     """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme, backwards over the
     N steps of rows 0..N (steps i0..i0+N of the grid t0 + k h).
 
@@ -505,7 +551,8 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     sum, so a run in segments gives the very numbers of one long run. With ``first`` (row 0 is
     the initial state) the term of g_0 is added too, carry[:3n + m] is the adjoint of
     x_0 = (q0, v0, a0, lam0), which the Python layer carries through the consistent
-    initialisation, and carry[3n + m + n:] the steps' part of dJ/dp.
+    initialisation, and carry[3n + m + n:] the steps' part of dJ/dp. ``order``: the sparse LU
+    orders of the forward run.
     Returns {"status", "step"}.
     """
     cdef const symdae_model* km = K.km
@@ -541,6 +588,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     with nogil:
         set_state(&x1, &tr, N)
         tau_at(km, &x1, &f, N, tau[1])
+        prepare_lu(km, &x1, &c, &f, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
         while i > 0:
@@ -550,7 +598,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 break
             set_state(&x0, &tr, i - 1)
             tau_at(km, &x0, &f, i - 1, tau[0])
-            adjoint_step(km, &x1, &x0, &c, &w, LUcur, pcur, xb, gacc)
+            adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0
             tmp = tau[0]

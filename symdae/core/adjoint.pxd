@@ -16,8 +16,8 @@ from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_VJP,
                                      SYMDAE_PARAM_VJP)
-from symdae.core.dense cimport lu_solve_t
 from symdae.core.scheme cimport Scheme, call
+from symdae.core.sparse cimport SparseLU, apply_t
 
 
 cdef struct AdjointWork:
@@ -29,7 +29,7 @@ cdef struct AdjointWork:
 
 cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
                               const symdae_args* x0, const Scheme* c, AdjointWork* w,
-                              const double* LU, const int* piv, double* xb,
+                              const SparseLU* lu, const double* LU, const int* piv, double* xb,
                               double* gacc) noexcept nogil:
     """xb: adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the step's
     parameter adjoint."""
@@ -44,7 +44,7 @@ cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
         w.mu[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
     for k in range(m):
         w.mu[n + k] = lb[k]
-    lu_solve_t(LU, piv, w.mu, nm)
+    apply_t(lu, LU, piv, w.mu)
     for k in range(nm):
         w.mu[k] = -w.mu[k]          # mu is now r = (r_d, r_c)
     # predictor adjoints: role of x_{i+1} as the new state of step i -> i+1

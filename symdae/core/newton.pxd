@@ -26,8 +26,9 @@ from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
                                      SYMDAE_RESIDUAL_MAGNITUDE)
-from symdae.core.dense cimport lu_factor, lu_solve, DBL_EPSILON
+from symdae.core.dense cimport DBL_EPSILON
 from symdae.core.scheme cimport Scheme, predictor, call, time_terms
+from symdae.core.sparse cimport SparseLU, factorize, apply
 
 cdef enum Status:
     OK = 0
@@ -58,7 +59,7 @@ cdef struct NewtonWork:
     double* nu       # round-off level of each residual row
     double* fq       # rounding of (a, lam) that q's rounding implies
     double* K        # Newton matrix (nm x nm) at the last accepted state
-    double* LUr      # refreshed factorisation (nm x nm) and its pivots
+    double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
     int* pr
     double* tau      # time terms at t_{i+1}
 
@@ -73,11 +74,11 @@ cdef struct StepOutcome:
 
 
 cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
-                            double* K, double* LU, int* piv, int nm) noexcept nogil:
-    """Evaluate the Newton matrix at x into K and factorise a copy into LU."""
+                            const SparseLU* a, double* K, double* LU, int* piv) noexcept nogil:
+    """Evaluate the Newton matrix at x into K and factorise it into (LU, piv) (sparse.pxd).
+    K's structural zeros stay zero: the kernel never writes them."""
     call(km, SYMDAE_NEWTON, x, kw, K)
-    memcpy(LU, K, nm * nm * sizeof(double))
-    return lu_factor(LU, piv, nm)
+    return factorize(a, K, LU, piv)
 
 
 cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
@@ -157,7 +158,7 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
 
 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
-                            NewtonWork* w, const double* LU, const int* piv,
+                            NewtonWork* w, const SparseLU* lu, const double* LU, const int* piv,
                             const double* qi, const double* vi, const double* ai,
                             const double* li, const double* a1, const double* l1,
                             const double* a2, const double* l2, int order,
@@ -222,13 +223,13 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         if refreshed and ratio > 0.5 * ratio_prev and ratio <= STALL_FACTOR:  # test (c)
             return OK
         ratio_prev = ratio
-        lu_solve(LU, piv, w.dy, nm)
+        apply(lu, LU, piv, w.dy)
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
             return OK
         if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
             # simplified Newton cannot reach the tolerance soon: full Newton from here on
-            out.pivot = factor_into(km, x, c.kw, w.K, w.LUr, w.pr, nm)
+            out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)
             out.refreshes += 1
             if out.pivot != 0:
                 # a singular or non-finite K at an iterate, not at an accepted state, means
@@ -241,7 +242,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             piv = w.pr
             for k in range(nm):
                 w.dy[k] = -w.R[k]
-            lu_solve(LU, piv, w.dy, nm)
+            apply(lu, LU, piv, w.dy)
         for k in range(nm):
             w.y[k] += w.dy[k]
         norm_prev = norm
