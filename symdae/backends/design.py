@@ -99,6 +99,6 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
             *(_padded(np.asarray(x, dtype=float)) for x in
               (tangents.dq, tangents.dv, tangents.da, tangents.dlam)),
             _padded(np.ascontiguousarray(dS.transpose(0, 2, 1))), _padded(ds), _padded(dx),
-            ubar)
+            ubar, np.ascontiguousarray(fwd.order, dtype=np.intc))
     report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
     return DesignSweepResult(ubar[:, :sz.n_u], report)

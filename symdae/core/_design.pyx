@@ -18,6 +18,7 @@ from libc.string cimport memcpy, memset
 from symdae.core.kernel_api cimport *
 from symdae.core.scheme cimport Scheme, scheme, call, zero_call, time_terms
 from symdae.core.newton cimport factor_into
+from symdae.core.sparse cimport SparseLU, symbolic, structure_of, sentinel
 from symdae.core.design cimport ReverseWork, reverse_step, step_weights
 
 ABI_VERSION = SYMDAE_ABI_VERSION
@@ -66,6 +67,40 @@ cdef inline void add_output_source(const symdae_model* km, const symdae_args* x,
             return
 
 
+cdef object sparse_lu(SparseLU* a, int N):
+    """Buffers of the sparse LU's structure (sparse.pxd) for an N x N matrix: the arrays that
+    own them (the caller keeps them alive)."""
+    ints = [np.zeros(k + 1, dtype=np.intc) for k in (N, N, N + 1, N + 1, N * N, N * N, N * N,
+                                                     N * N, N * N, N * N, N * N, N)]
+    x = np.zeros(N + 1)
+    cdef int[::1] b0 = ints[0], b1 = ints[1], b2 = ints[2], b3 = ints[3], b4 = ints[4]
+    cdef int[::1] b5 = ints[5], b6 = ints[6], b7 = ints[7], b8 = ints[8], b9 = ints[9]
+    cdef int[::1] b10 = ints[10], b11 = ints[11]
+    cdef double[::1] bx = x
+    a.N = N
+    a.pr, a.pc, a.lptr, a.uptr = &b0[0], &b1[0], &b2[0], &b3[0]
+    a.lidx, a.uidx, a.zpos, a.kpos = &b4[0], &b5[0], &b6[0], &b7[0]
+    a.bpos, a.KS, a.S, a.deg = &b8[0], &b9[0], &b10[0], &b11[0]
+    a.x = &bx[0]
+    return ints, x
+
+
+cdef inline void prepare_structure(const symdae_model* km, const symdae_args* x,
+                                   const Scheme* c, SparseLU* a, double* K,
+                                   const int* order) noexcept nogil:
+    """The sparse LU's structure from the Newton matrix at x and the forward run's orders
+    (as _hht.pyx's prepare_lu for a derivative sweep); K keeps zeros at its structural zeros,
+    ready for factor_into."""
+    cdef int k, N = a.N
+    for k in range(N * N):
+        K[k] = sentinel()
+    call(km, SYMDAE_NEWTON, x, c.kw, K)
+    structure_of(a, K)
+    memcpy(a.pr, order, N * sizeof(int))
+    memcpy(a.pc, order + N, N * sizeof(int))
+    symbolic(a)
+
+
 def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alpha,
                    const double[::1] p, const double[:, ::1] U,
                    const double[:, ::1] Q, const double[:, ::1] V, const double[:, ::1] A,
@@ -74,7 +109,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                    const double[:, :, ::1] dV, const double[:, :, ::1] dA,
                    const double[:, :, ::1] dL, const double[:, :, ::1] dPsiS,
                    const double[:, ::1] dPsis, const double[:, ::1] dPsix,
-                   double[:, ::1] ubar):
+                   double[:, ::1] ubar, const int[::1] order):
     """Reverse-over-tangent sweep (design.pxd) over a forward trajectory and its tangents.
 
     DT (nd, n_p): parameter directions; dQ, dV, dA, dL (N+1, nd, size): the tangents; dPsiS
@@ -82,7 +117,8 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     array at least one element wide (the caller pads). ubar (N+1, n_u) receives dPsi/dU_i for
     i = 1..N (row 0 is left alone: U_0 is not a design variable). LU (N+1, nm, nm), PIV and
     TAU (N+1, n_tau) are the forward sweep's stored factorisations and time terms, or None
-    (recomputed state by state). Returns {"status": 0 | 1 (singular), "step"}.
+    (recomputed state by state); ``order`` (2 nm): the forward run's sparse LU orders.
+    Returns {"status": 0 | 1 (singular), "step"}.
     """
     cdef const symdae_model* km = _model(module)
     cdef int n = km.n, m = km.m, nm = km.n + km.m, n_p = km.n_p, ns = km.n_s, nu = km.n_u
@@ -117,7 +153,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     tau_a = np.zeros(2 * n_tau + 2)
     K_a = np.zeros(nm * nm + 1)
     LUw_a = np.zeros(nm * nm + 1)
-    pw_a = np.zeros(nm + 1, dtype=np.intc)
+    pw_a = np.zeros(nm + 2, dtype=np.intc)
     cdef double[::1] xbr = xbr_a, rr = rr_a, rdr = rdr_a, xbp = xbp_a, rp = rp_a
     cdef double[::1] rdp = rdp_a, hat = hat_a, wv = wv_a, wh = wh_a, hout = hout_a, wi = wi_a
     cdef double[::1] scr = scr_a, taub = tau_a, Kb = K_a, LUwb = LUw_a
@@ -127,8 +163,10 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef const double* LUcur
     cdef const int* pcur
     cdef ReverseWork w
+    cdef SparseLU lu
     cdef symdae_args x0, x1
     cdef Py_ssize_t i = N
+    keep = sparse_lu(&lu, nm)
     w.hat = &hat[0]
     w.wv = &wv[0]
     tau[0] = &taub[0]
@@ -141,6 +179,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             x1.tau = row(TAUv, N)
         else:
             time_terms(km, &x1, tau[1], True)
+        prepare_structure(km, &x1, &c, &lu, &Kb[0], &order[0])
         for k in range(nx):
             xbp[k] = dPsix[N, k]
         add_output_source(km, &x1, &dPsis[N, 0], &scr[0], &xbp[0])
@@ -152,7 +191,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 LUcur = &LUv[i, 0, 0] if nm > 0 else _EMPTY
                 pcur = &PIVv[i, 0] if nm > 0 else NULL
             else:
-                pivot = factor_into(km, &x1, c.kw, &Kb[0], &LUwb[0], &pwb[0], nm)
+                pivot = factor_into(km, &x1, c.kw, &lu, &Kb[0], &LUwb[0], &pwb[0])
                 if pivot != 0:
                     break
                 LUcur = &LUwb[0]
@@ -164,7 +203,8 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 time_terms(km, &x0, tau[0], True)
             memset(&hout[0], 0, (nx + nu) * sizeof(double))
             for j in range(nd):
-                reverse_step(km, &x1, &x0, &c, &w, LUcur, pcur, &xbr[j * nx], &rr[j * nm])
+                reverse_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbr[j * nx],
+                             &rr[j * nm])
                 # second order at x_i: wM, wG, wC | wS | dx = sigma_{j,i} | dp = d_j
                 step_weights(km, &c, &rr[j * nm], &rdr[j * n], &wh[0])
                 for k in range(ns):
@@ -184,7 +224,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 xbp[k] += hout[k]
             for k in range(nu):
                 ubar[i, k] += hout[nx + k]
-            reverse_step(km, &x1, &x0, &c, &w, LUcur, pcur, &xbp[0], &rp[0])
+            reverse_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbp[0], &rp[0])
             step_weights(km, &c, &rp[0], &rdp[0], &wi[0])
             for k in range(ns):
                 wi[2 * n + m + k] = dPsis[i, k]
@@ -198,4 +238,5 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             tau[0] = tau[1]
             tau[1] = tmp
             i -= 1
+    del keep
     return {"status": 0 if pivot == 0 else 1, "step": i if pivot else -1}

@@ -20,12 +20,13 @@
 #       + grad_u l_j (the u-block of the same state_hvp calls).
 #
 # reverse_step is adjoint.pxd's adjoint_step without the parameter gradient, returning the
-# step's multiplier r = (r_d, r_c) instead: the rho and pi recursions both use it.
+# step's multiplier r = (r_d, r_c) instead: the rho and pi recursions both use it. The
+# factorisations are the forward sweep's (sparse.pxd: sparse with the run's orders, or dense).
 from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport symdae_args, symdae_model, SYMDAE_STATE_VJP
-from symdae.core.dense cimport lu_solve_t
 from symdae.core.scheme cimport Scheme, call
+from symdae.core.sparse cimport SparseLU, apply_t
 
 
 cdef struct ReverseWork:
@@ -35,8 +36,8 @@ cdef struct ReverseWork:
 
 cdef inline void reverse_step(const symdae_model* km, const symdae_args* x1,
                               const symdae_args* x0, const Scheme* c, ReverseWork* w,
-                              const double* LU, const int* piv, double* xb,
-                              double* r) noexcept nogil:
+                              const SparseLU* lu, const double* LU, const int* piv,
+                              double* xb, double* r) noexcept nogil:
     """xb: complete adjoint of x_i in (x1 = x_i), adjoint of x_{i-1} (less its own sources)
     out (x0 = x_{i-1}); r (n + m): the multiplier (r_d, r_c) of step i's residual rows."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, k
@@ -50,7 +51,7 @@ cdef inline void reverse_step(const symdae_model* km, const symdae_args* x1,
         r[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
     for k in range(m):
         r[n + k] = lb[k]
-    lu_solve_t(LU, piv, r, nm)
+    apply_t(lu, LU, piv, r)
     for k in range(nm):
         r[k] = -r[k]
     memcpy(qh, qb, n * sizeof(double))
