@@ -10,6 +10,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs):
     J_M = d(M a)/dq              J_G = dg/dq = J_C - J_Q        G_V = dg/dv = -J_V
     P_M = d(M a)/dp              P_G = dg/dp                    P_C = dC/dp
     cdot  = C_q v + C_t          gamma = d(cdot)/dq v + d(cdot)/dt   (so C'' = C_q a + gamma)
+    U_M = d(M a)/du              U_G = dg/du                    U_C = dC/du     S_u = ds/du
 """
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ class DerivedSystem:
     q0_p: sp.ImmutableMatrix
     v0_p: sp.ImmutableMatrix
     sizes: dict = field(default_factory=dict)
+    # input Jacobians (optimal input design: the exact gradient with respect to input samples)
+    UM: sp.ImmutableMatrix | None = None
+    UG: sp.ImmutableMatrix | None = None
+    UC: sp.ImmutableMatrix | None = None
+    Su: sp.ImmutableMatrix | None = None
 
     @property
     def n(self) -> int:
@@ -130,4 +136,5 @@ def derive(model: Model) -> DerivedSystem:
         s=_imm(s), Sx=_imm(Sx), Sp=_imm(Sp), cdot=_imm(cdot), gamma=_imm(gamma),
         Rc_q=_imm(Rc_q), gamma_v=_imm(gamma_v), Rc_p=_imm(Rc_p), q0=_imm(q0), v0=_imm(v0),
         q0_p=_jac(q0, p), v0_p=_jac(v0, p), sizes=sizes,
+        UM=_jac(Ma, S.u), UG=_jac(g, S.u), UC=_jac(C, S.u), Su=_jac(s, S.u),
     )
