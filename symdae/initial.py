@@ -9,6 +9,7 @@ at (t0, q0, v0); all of them depend on the parameters (and q0, v0 may too, throu
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,9 @@ def _check_matrix(K0, model, t0):
         raise SingularMatrixError(f"the initialisation matrix [[M, C_q^T], [C_q, 0]] has "
                                   f"non-finite entries at t = {t0}")
     # LU pivots flag a singular matrix cheaply; the SVD (for the message) only then
-    piv = np.abs(np.diag(scipy.linalg.lu_factor(K0, check_finite=False)[0]))
+    with warnings.catch_warnings():       # an exactly zero pivot is what is looked for
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        piv = np.abs(np.diag(scipy.linalg.lu_factor(K0, check_finite=False)[0]))
     if piv.min() > nm * np.finfo(float).eps * np.abs(K0).max():
         return
     sv = np.linalg.svd(K0, compute_uv=False)

@@ -16,9 +16,11 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport *
-from symdae.core.scheme cimport Scheme, scheme, call, zero_call, time_terms
+from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena,
+                                 arena_allocate, arena_check)
 from symdae.core.newton cimport factor_into
-from symdae.core.sparse cimport SparseLU, symbolic, structure_of, sentinel
+from symdae.core.sparse cimport SparseLU, carve_sparse
+from symdae.core.factors cimport prepare_lu
 from symdae.core.design cimport ReverseWork, reverse_step, step_weights
 
 ABI_VERSION = SYMDAE_ABI_VERSION
@@ -65,40 +67,6 @@ cdef inline void add_output_source(const symdae_model* km, const symdae_args* x,
             for k in range(nx):
                 xb[k] += scratch[k]
             return
-
-
-cdef object sparse_lu(SparseLU* a, int N):
-    """Buffers of the sparse LU's structure (sparse.pxd) for an N x N matrix: the arrays that
-    own them (the caller keeps them alive)."""
-    ints = [np.zeros(k + 1, dtype=np.intc) for k in (N, N, N + 1, N + 1, N * N, N * N, N * N,
-                                                     N * N, N * N, N * N, N * N, N)]
-    x = np.zeros(N + 1)
-    cdef int[::1] b0 = ints[0], b1 = ints[1], b2 = ints[2], b3 = ints[3], b4 = ints[4]
-    cdef int[::1] b5 = ints[5], b6 = ints[6], b7 = ints[7], b8 = ints[8], b9 = ints[9]
-    cdef int[::1] b10 = ints[10], b11 = ints[11]
-    cdef double[::1] bx = x
-    a.N = N
-    a.pr, a.pc, a.lptr, a.uptr = &b0[0], &b1[0], &b2[0], &b3[0]
-    a.lidx, a.uidx, a.zpos, a.kpos = &b4[0], &b5[0], &b6[0], &b7[0]
-    a.bpos, a.KS, a.S, a.deg = &b8[0], &b9[0], &b10[0], &b11[0]
-    a.x = &bx[0]
-    return ints, x
-
-
-cdef inline void prepare_structure(const symdae_model* km, const symdae_args* x,
-                                   const Scheme* c, SparseLU* a, double* K,
-                                   const int* order) noexcept nogil:
-    """The sparse LU's structure from the Newton matrix at x and the forward run's orders
-    (as _hht.pyx's prepare_lu for a derivative sweep); K keeps zeros at its structural zeros,
-    ready for factor_into."""
-    cdef int k, N = a.N
-    for k in range(N * N):
-        K[k] = sentinel()
-    call(km, SYMDAE_NEWTON, x, c.kw, K)
-    structure_of(a, K)
-    memcpy(a.pr, order, N * sizeof(int))
-    memcpy(a.pc, order + N, N * sizeof(int))
-    symbolic(a)
 
 
 def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alpha,
@@ -164,9 +132,17 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef const int* pcur
     cdef ReverseWork w
     cdef SparseLU lu
+    cdef Arena arena
     cdef symdae_args x0, x1
     cdef Py_ssize_t i = N
-    keep = sparse_lu(&lu, nm)
+    arena.d = NULL
+    arena.i = NULL
+    arena.nd = 0
+    arena.ni = 0
+    carve_sparse(&arena, &lu, nm)
+    keep = arena_allocate(&arena)
+    carve_sparse(&arena, &lu, nm)
+    arena_check(&arena, keep)
     w.hat = &hat[0]
     w.wv = &wv[0]
     tau[0] = &taub[0]
@@ -179,7 +155,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             x1.tau = row(TAUv, N)
         else:
             time_terms(km, &x1, tau[1], True)
-        prepare_structure(km, &x1, &c, &lu, &Kb[0], &order[0])
+        prepare_lu(km, &x1, &c, &lu, &Kb[0], &LUwb[0], &order[0], True)
         for k in range(nx):
             xbp[k] = dPsix[N, k]
         add_output_source(km, &x1, &dPsis[N, 0], &scr[0], &xbp[0])

@@ -20,9 +20,10 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport *
-from symdae.core.sparse cimport SparseLU, analyse, symbolic, structure_of, sentinel
+from symdae.core.sparse cimport SparseLU, carve_sparse
+from symdae.core.factors cimport prepare_lu
 from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
-                                 take_int)
+                                 take_int, arena_allocate, arena_check)
 from symdae.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
                                  StepOutcome, newton_step, factor_into)
 from symdae.core.tangent cimport TangentWork, tangent_step, output_tangent
@@ -85,25 +86,6 @@ cdef class Kernels:
 
 
 # ---------------------------------------------------------------------------- shared parts
-
-cdef object _allocate(Arena* a):
-    """After a counting pass over a carve function: memory for what it took (one element of
-    slack, so zero-size buffers are valid pointers). The carve then runs again on it."""
-    d = np.zeros(a.nd + 1)
-    i = np.zeros(a.ni + 1, dtype=np.intc)
-    cdef double[::1] dv = d
-    cdef int[::1] iv = i
-    a.d = &dv[0]
-    a.i = &iv[0]
-    a.nd = 0
-    a.ni = 0
-    return d, i
-
-
-cdef void _check(Arena* a, object mem) except *:
-    if a.nd + 1 != mem[0].shape[0] or a.ni + 1 != mem[1].shape[0]:
-        raise AssertionError("a sweep's work buffers changed size between the two passes")
-
 
 cdef inline double* base(double[:, ::1] X) noexcept nogil:
     return &X[0, 0] if X.shape[0] > 0 and X.shape[1] > 0 else _EMPTY
@@ -188,41 +170,7 @@ cdef void carve_factors(Arena* a, Factors* f) noexcept nogil:
     f.K = take(a, N * N)
     f.LUw = take(a, N * N)
     f.pw = take_int(a, N + 1)
-    f.lu.N = N
-    f.lu.pr = take_int(a, N)
-    f.lu.pc = take_int(a, N)
-    f.lu.lptr = take_int(a, N + 1)
-    f.lu.uptr = take_int(a, N + 1)
-    f.lu.lidx = take_int(a, N * N)
-    f.lu.uidx = take_int(a, N * N)
-    f.lu.zpos = take_int(a, N * N)
-    f.lu.kpos = take_int(a, N * N)
-    f.lu.bpos = take_int(a, N * N)
-    f.lu.KS = take_int(a, N * N)
-    f.lu.cons = take_int(a, N)
-    f.lu.nrow = take_int(a, N * N)
-    f.lu.nidx = take_int(a, N * N)
-    f.lu.S = take_int(a, N * N)
-    f.lu.deg = take_int(a, N)
-    f.lu.x = take(a, N)
-
-
-cdef int prepare_lu(const symdae_model* km, const symdae_args* x, const Scheme* c, Factors* f,
-                    const int* order, bint have_order) noexcept nogil:
-    """The sparse LU's structure from the Newton matrix at x, and its orders: given (a run
-    continued, or a derivative sweep of a forward run), else analysed from this matrix.
-    Returns 0 or the vanished pivot + 1."""
-    cdef int k, N = f.nm
-    for k in range(N * N):
-        f.K[k] = sentinel()
-    call(km, SYMDAE_NEWTON, x, c.kw, f.K)
-    structure_of(&f.lu, f.K, km.n)
-    if have_order:
-        memcpy(f.lu.pr, order, N * sizeof(int))
-        memcpy(f.lu.pc, order + N, N * sizeof(int))
-        symbolic(&f.lu)
-        return 0
-    return analyse(&f.lu, f.K, f.LUw)
+    carve_sparse(a, &f.lu, N)
 
 
 cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
@@ -352,10 +300,10 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memset(&rep, 0, sizeof(ForwardReport))
     carve_newton(&arena, &w, n, m, K.n_tau)
     carve_factors(&arena, &f)
-    mem = _allocate(&arena)
+    mem = arena_allocate(&arena)
     carve_newton(&arena, &w, n, m, K.n_tau)
     carve_factors(&arena, &f)
-    _check(&arena, mem)
+    arena_check(&arena, mem)
     x.p = &p[0]
     rep.pivot = -1
     memcpy(w.nu, &carry[0], nm * sizeof(double))
@@ -363,7 +311,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     with nogil:
         set_state(&x, &tr, i)
         time_terms(km, &x, w.tau, False)
-        pivot = prepare_lu(km, &x, &c, &f, &order[0], have_order)
+        pivot = prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], have_order)
         if pivot == 0:
             pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)
         rep.factorizations = 1
@@ -472,16 +420,16 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memset(&arena, 0, sizeof(Arena))
     carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
     carve_factors(&arena, &f)
-    mem = _allocate(&arena)
+    mem = arena_allocate(&arena)
     carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
     carve_factors(&arena, &f)
-    _check(&arena, mem)
+    arena_check(&arena, mem)
     x0.p = &p[0]
     x1.p = &p[0]
     with nogil:
         set_state(&x0, &tr, 0)
         tau_at(km, &x0, &f, 0, tau[0])
-        prepare_lu(km, &x0, &c, &f, &order[0], True)
+        prepare_lu(km, &x0, &c, &f.lu, f.K, f.LUw, &order[0], True)
         param_directions(km, &x0, dt, nd, P[0])
         for d in range(nd):
             output_tangent(km, &x0, w.w, &dQ[0, d, 0], &dV[0, d, 0], &dA[0, d, 0],
@@ -578,10 +526,10 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memset(&arena, 0, sizeof(Arena))
     carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
-    mem = _allocate(&arena)
+    mem = arena_allocate(&arena)
     carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
-    _check(&arena, mem)
+    arena_check(&arena, mem)
     x0.p = &p[0]
     x1.p = &p[0]
     if not last:
@@ -591,7 +539,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     with nogil:
         set_state(&x1, &tr, N)
         tau_at(km, &x1, &f, N, tau[1])
-        prepare_lu(km, &x1, &c, &f, &order[0], True)
+        prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
         while i > 0:

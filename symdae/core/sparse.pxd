@@ -22,6 +22,7 @@ from libc.math cimport fabs
 from libc.string cimport memcpy, memset
 
 from symdae.core.dense cimport lu_factor, lu_solve, lu_solve_t, DBL_EPSILON, DBL_MAX
+from symdae.core.scheme cimport Arena, take, take_int
 
 cdef enum:
     SPARSE = 0
@@ -60,6 +61,27 @@ cdef struct SparseLU:
     int* S           # N x N scratch
     int* deg         # N scratch
     double* x        # N scratch for the solves
+
+
+cdef inline void carve_sparse(Arena* ar, SparseLU* a, int N) noexcept nogil:
+    """The buffers of an N x N sparse LU, from a sweep's workspace (scheme.pxd)."""
+    a.N = N
+    a.pr = take_int(ar, N)
+    a.pc = take_int(ar, N)
+    a.lptr = take_int(ar, N + 1)
+    a.uptr = take_int(ar, N + 1)
+    a.lidx = take_int(ar, N * N)
+    a.uidx = take_int(ar, N * N)
+    a.zpos = take_int(ar, N * N)
+    a.kpos = take_int(ar, N * N)
+    a.bpos = take_int(ar, N * N)
+    a.KS = take_int(ar, N * N)
+    a.cons = take_int(ar, N)
+    a.nrow = take_int(ar, N * N)
+    a.nidx = take_int(ar, N * N)
+    a.S = take_int(ar, N * N)
+    a.deg = take_int(ar, N)
+    a.x = take(ar, N)
 
 
 cdef inline void structure_of(SparseLU* a, double* K, int n_dyn) noexcept nogil:
