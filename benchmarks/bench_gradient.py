@@ -63,12 +63,12 @@ def engine_mount(reps: int) -> dict:
         return cost.evaluate(system, system.simulate(t_end=T, h=h, alpha=alpha, params=params))[0]
 
     def JG():
-        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start, store_factorizations=True)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start)
         j, dS = cost.evaluate(system, tr)
         return j, adjoint_gradient(system, tr, dS)[idx]
 
     def TLM():
-        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start, store_factorizations=True)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start)
         j, dS = cost.evaluate(system, tr)
         return np.einsum("is,isd->d", dS, tangent(system, tr, free).ds)
 
@@ -101,7 +101,7 @@ def chain(reps: int, T: float) -> dict:
             return cost.evaluate(system, system.simulate(t_end=T, h=1e-4, alpha=-0.1))[0]
 
         def JG(system=system, cost=cost):
-            tr = system.simulate(t_end=T, h=1e-4, alpha=-0.1, store_factorizations=True)
+            tr = system.simulate(t_end=T, h=1e-4, alpha=-0.1)
             return adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
         t = interleaved({"J": J, "J+grad": JG}, reps)

@@ -28,6 +28,7 @@ from .design_problem import DEFAULT_END_WEIGHT, DesignEvaluation, DesignProblem
 from .errors import InputError, UnknownNameError
 from .fisher import FisherInformation
 from .input_maps import BoundMap, InputBasis, bound_map, input_basis
+from .threads import one_blas_thread
 
 __all__ = ["OPTIMIZERS", "DesignVariables", "InputDesign", "DesignSnapshot", "design_input"]
 
@@ -317,8 +318,9 @@ def _lbfgsb(fun, record, z0, bounds, max_iterations, stall, options):
 
     opts = {"maxiter": int(max_iterations), "maxcor": 20, "ftol": 0.0, "gtol": 1e-12,
             "maxfun": 4 * int(max_iterations) + 20, **dict(options or {})}
-    res = optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", bounds=bounds,
-                            callback=callback, options=opts)
+    with one_blas_thread():     # see symdae/threads.py
+        res = optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", bounds=bounds,
+                                callback=callback, options=opts)
     if history_ref["stalled"]:
         return res.x, (f"stalled: Psi changed by less than {tol:g} (relative) over the last "
                        f"{window} iterations"), True
