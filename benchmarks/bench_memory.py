@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from _common import machine_line

@@ -18,6 +18,7 @@ import numpy as np
 from scipy import optimize
 
 from .errors import InputError, SimulationError, UnknownNameError
+from .progress import report
 from .threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
@@ -283,22 +284,14 @@ def _minimize(exps, free, start, scales, sb, method, max_iterations, options, pr
     history = [{"iteration": 0, "cost": J0, "values": objective.physical(w0),
                 "scaled": w0.tolist()}]
 
-    def report(entry):
-        if progress is True:
-            vals = "  ".join(f"{k}={v:.8g}" for k, v in entry["values"].items())
-            print(f"iter {entry['iteration']:4d}  J = {entry['cost']:.6e}  {vals}",
-                  file=sys.stderr)
-        elif callable(progress):
-            progress(entry)
-
     def callback(intermediate_result):
         w = intermediate_result.x
         entry = {"iteration": len(history), "cost": float(intermediate_result.fun),
                  "values": objective.physical(w), "scaled": np.asarray(w).tolist()}
         history.append(entry)
-        report(entry)
+        report(entry, progress)
 
-    report(history[0])
+    report(history[0], progress)
     opts = {**DEFAULT_OPTIONS[method], **dict(options or {})}
     opts.setdefault("maxiter", int(max_iterations))
     kwargs = {"hess": optimize.BFGS()} if method == "trust-constr" else {}

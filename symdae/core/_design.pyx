@@ -3,13 +3,37 @@
 """Compiled reverse-over-tangent sweep: the exact gradient of a function of the outputs and
 output sensitivities with respect to every input sample (optimal input design).
 
-The mathematics and the step functions are in design.pxd; the scheme in scheme.pxd. Like
-_hht.pyx this module knows no model: it reaches one through the kernel capsule of its
-generated module (symdae_kernels.h). The Python layer (symdae/backends/design.py) validates
-every shape before calling in, so the nogil loop trusts its inputs. The few trajectory helpers
-of _hht.pyx it needs are restated here (they are not in a .pxd there, and _hht.pyx is not
-restructured for this module).
+The mathematics is in the comment below; the scheme in scheme.pxd; each backward step is
+adjoint.pxd's state_step. Like _hht.pyx this module knows no model: it reaches one through the
+kernel capsule of its generated module (symdae_kernels.h). It shares the workspace
+(scheme.pxd), the sparse LU (sparse.pxd) and its preparation (factors.pxd) with _hht.pyx. The
+Python layer (symdae/backends/design.py) validates every shape before calling in, so the
+nogil loop trusts its inputs.
 """
+# The reverse-over-tangent (second-order adjoint) sweep of optimal input design:
+# the exact gradient, with respect to every input sample U_i, of a function Psi of the outputs
+# s_i and of the output sensitivities S_i = ds_i/db (the Fisher information is one).
+#
+# The forward scheme is scheme.pxd's; the tangent sweep (tangent.pxd) gives sigma_{j,i} =
+# dx_i/db along each parameter direction d_j. With pi_i the multiplier of step i's residual
+# f_i(x_i, x_{i-1}, U_i, U_{i-1}) = 0 and rho_{j,i} that of its tangent
+# tau_{j,i} = A_i sigma_{j,i} + B_i sigma_{j,i-1} + F_i d_j = 0, the Lagrangian
+# L = Psi + sum pi^T f + sum rho^T tau is stationary when (one fused backward sweep, i = N..1):
+#
+#   (a) rho_j: the first-order adjoint recursion with source dPsi/dS[:, j] (sx^T dPsi/dS);
+#   (b) pi: the same recursion with the sources dPsi/ds (sx^T dPsi/ds), dPsi/dx and the
+#       second-order term grad_x l_j of the state_hvp kernel at x_i, for every j, with
+#         wM = cM rho^d_{j,i},  wG = rho^d_{j,i} - ap rho^d_{j,i+1},  wC = rho^c_{j,i} / s,
+#         wS = dPsi/dS_{i,:,j},  (dx, dp) = (sigma_{j,i}, d_j).
+#       HHT has no mixed x_i - x_{i-1} second derivatives (f^d is a function of x_i plus one of
+#       x_{i-1}; f^q, f^v are linear with constant coefficients), so tau_{j,i} and tau_{j,i+1}
+#       meet at x_i in this one call;
+#   (c) dL/dU_i = input_vjp(x_i; cM pi^d_i, pi^d_i - ap pi^d_{i+1}, pi^c_i / s, dPsi/ds_i)
+#       + grad_u l_j (the u-block of the same state_hvp calls).
+#
+# Each backward step is adjoint.pxd's state_step, which returns the step's multiplier
+# r = (r_d, r_c): the rho and pi recursions both use it. The
+# factorisations are the forward sweep's (sparse.pxd: sparse with the run's orders, or dense).
 import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
@@ -21,7 +45,7 @@ from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Ar
 from symdae.core.newton cimport factor_into
 from symdae.core.sparse cimport SparseLU, carve_sparse
 from symdae.core.factors cimport prepare_lu
-from symdae.core.design cimport ReverseWork, reverse_step, step_weights
+from symdae.core.adjoint cimport AdjointWork, state_step, step_weights
 
 ABI_VERSION = SYMDAE_ABI_VERSION
 N_KERNELS = SYMDAE_N_KERNELS
@@ -130,7 +154,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef double* tmp
     cdef const double* LUcur
     cdef const int* pcur
-    cdef ReverseWork w
+    cdef AdjointWork w
     cdef SparseLU lu
     cdef Arena arena
     cdef symdae_args x0, x1
@@ -179,7 +203,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 time_terms(km, &x0, tau[0], True)
             memset(&hout[0], 0, (nx + nu) * sizeof(double))
             for j in range(nd):
-                reverse_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbr[j * nx],
+                state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbr[j * nx],
                              &rr[j * nm])
                 # second order at x_i: wM, wG, wC | wS | dx = sigma_{j,i} | dp = d_j
                 step_weights(km, &c, &rr[j * nm], &rdr[j * n], &wh[0])
@@ -200,7 +224,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 xbp[k] += hout[k]
             for k in range(nu):
                 ubar[i, k] += hout[nx + k]
-            reverse_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbp[0], &rp[0])
+            state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbp[0], &rp[0])
             step_weights(km, &c, &rp[0], &rdp[0], &wi[0])
             for k in range(ns):
                 wi[2 * n + m + k] = dPsis[i, k]
