@@ -17,6 +17,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 from scipy import optimize
 
+from .decomposition import PODModeError
 from .errors import InputError, SimulationError, UnknownNameError
 from .progress import report
 from .threads import one_blas_thread
@@ -137,7 +138,12 @@ class _Objective:
     """J(w) and dJ/dw of the summed experiment costs at scaled free parameters w.
 
     Remembers the last point (scipy asks for J and the gradient at the same w), counts
-    evaluations, and turns a failed simulation into J = inf so that a line search backs off.
+    evaluations, and turns a failed simulation (or a POD mode that cannot be matched) at a
+    trial point into a cost ten times the largest seen so far, with a zero gradient, so
+    that the line search backs off towards the last good point. Not ``inf``: L-BFGS-B's
+    Moré-Thuente search interpolates between f values, and an infinite one ends the run
+    there with "ABNORMAL" or a spurious convergence. At the start values (``strict=True``)
+    the error propagates: there the cause is the set-up, not the step.
     """
 
     def __init__(self, experiments, free, scales, executor, progress):
@@ -149,24 +155,31 @@ class _Objective:
         self.labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
         self.evaluations = 0          # simulations + adjoint gradients, per experiment
         self.per_experiment: dict = {}
+        self.failures = 0             # trial points where the cost is undefined
+        self._worst = 0.0             # largest finite cost seen
         self._last = None
 
     def physical(self, w) -> dict:
         return {k: float(v) for k, v in zip(self.free, np.asarray(w) * self.scales)}
 
-    def __call__(self, w):
+    def __call__(self, w, strict: bool = False):
         key = np.asarray(w, dtype=float).tobytes()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         p = self.physical(w)
         try:
             results = evaluate_many(self.experiments, p, self.executor, gradient=True)
-        except SimulationError as exc:
+        except (SimulationError, PODModeError) as exc:
+            if strict:
+                if hasattr(exc, "add_note"):         # Python >= 3.11
+                    exc.add_note(f"(identification: at the start values {p})")
+                raise
             if self.progress:
                 print(f"  simulation failed at {p}: {str(exc).splitlines()[0]}",
                       file=sys.stderr)
             self._last = None
-            return float("inf"), np.zeros(len(self.free))
+            self.failures += 1
+            return (10.0 * self._worst if self._worst > 0 else 1.0), np.zeros(len(self.free))
         self.evaluations += len(results)
         J, g = 0.0, np.zeros(len(self.free))
         for r, c, label in zip(results, self.cols, self.labels):
@@ -174,6 +187,8 @@ class _Objective:
             g += r.gradient[c]
             self.per_experiment[label] = r.cost
         out = (J, g * self.scales)
+        if math.isfinite(J):
+            self._worst = max(self._worst, abs(J))
         self._last = (key, out)
         return out
 
@@ -278,9 +293,9 @@ def _minimize(exps, free, start, scales, sb, method, max_iterations, options, pr
     objective = _Objective(exps, free, scales, executor, progress)
 
     t_start = time.perf_counter()
-    J0, g0 = objective(w0)
+    J0, g0 = objective(w0, strict=True)
     if not math.isfinite(J0):
-        raise SimulationError(f"the simulation fails at the start values {start}")
+        raise SimulationError(f"the cost is not finite at the start values {start}: {J0}")
     history = [{"iteration": 0, "cost": J0, "values": objective.physical(w0),
                 "scaled": w0.tolist()}]
 
@@ -299,6 +314,9 @@ def _minimize(exps, free, start, scales, sb, method, max_iterations, options, pr
                             options=opts, callback=callback, **kwargs)
     w_best, (J_best, g_best) = _best_point(objective, res.x, history, sb)
     success, message = _verdict(res, method, g_best, g0)
+    if objective.failures:
+        message += (f"; {objective.failures} trial point(s) had no cost (simulation failed "
+                    "or POD mode lost) and the line search backed off from them")
     return IdentificationResult(
         free=free, start=start, values=objective.physical(w_best),
         scales=dict(zip(free, scales.tolist())), start_cost=J0, cost=J_best,

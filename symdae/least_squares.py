@@ -24,6 +24,7 @@ import numpy as np
 from scipy import optimize
 
 from .progress import report
+from .decomposition import PODModeError
 from .errors import InputError, SimulationError
 from .residuals import check_least_squares_costs, experiment_residuals
 
@@ -114,7 +115,7 @@ class Residuals:
         trust region)."""
         try:
             return self.residuals(w)
-        except SimulationError:
+        except (SimulationError, PODModeError):
             if self.size is None:
                 raise
             self._key = None

@@ -272,3 +272,44 @@ def test_engine_mount_data_from_a_finer_step_gives_biased_values(engine_mount, r
     assert max(bias.values()) > 1e-6, bias
     for k in ns["FREE"]:  # biased, not wild
         assert 0.1 * truth[k] < res.values[k] < 10.0 * truth[k], (k, res.values[k])
+
+
+# ---------------------------------------------------------------------------- failed trial points
+class _ModeLostAbove(LeastSquares):
+    """A cost whose POD mode matching fails when the response gets too stiff (max |a| above
+    ``limit``): a trial point there has no cost, the start values there are a set-up error."""
+
+    def __init__(self, data, outputs, limit):
+        super().__init__(data, outputs)
+        self.limit = limit
+
+    def evaluate(self, system, traj):
+        if abs(traj.outputs["a"]).max() > self.limit:
+            raise symdae.PODModeError("POD mode 2: the simulated POM 2 does not correspond")
+        return super().evaluate(system, traj)
+
+
+def test_a_cost_undefined_at_a_trial_point_makes_the_line_search_back_off(oscillator):
+    from symdae.identification import _Objective
+    base = oscillator_experiment(oscillator)
+    a_max = lambda c: abs(oscillator.simulate(   # noqa: E731
+        t_end=T_OSC, h=H_OSC, alpha=ALPHA, params={"c": c, "d": 0.4, "q_init": 1.0}
+    ).outputs["a"]).max()
+    limit = 0.5 * (a_max(45.0) + a_max(60.0))
+    cost = _ModeLostAbove(base.cost.data, ["a"], limit)
+    exp = Experiment(oscillator, cost, base.scenario, params=base.params)
+    objective = _Objective([exp], ["c", "d"], [1.0, 1.0], None, progress=None)
+    J, g = objective([30.0, 0.5])
+    assert math.isfinite(J) and g.any()
+    J_good = J
+    J, g = objective([70.0, 0.4])
+    assert J == 10.0 * J_good and not g.any() and objective.failures == 1
+    with pytest.raises(symdae.PODModeError, match="does not correspond") as info:
+        objective([70.0, 0.4], strict=True)
+    assert "at the start values" in "".join(getattr(info.value, "__notes__", ["at the start values"]))
+    # the identification from a start inside the defined region still gets there
+    res = identify(exp, ["c", "d"], start=START_OSC, progress=False)
+    assert_recovered(res, TRUTH_OSC)
+    assert "backed off" in res.message
+    with pytest.raises(symdae.PODModeError, match="does not correspond"):
+        identify(exp, ["c", "d"], start={"c": 70.0, "d": 0.4}, progress=False)
