@@ -18,6 +18,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs, n_x = 3n + 
     P_M = d(Ma)/dp               P_G = dg/dp                     P_C = dC/dp
     cdot = C_q v + C_t           gamma = d(cdot)/dq v + d(cdot)/dt    (C'' = C_q a + gamma)
     Rc = C_q a + gamma           x = (q, v, a, lam)
+    gdot = J_G v + G_V a + dg/dt (on the rows no constraint reaches: massless nodes)
 
 Adding a kernel: one :class:`KernelSpec` entry in :data:`KERNELS` (placed before the internal
 time-term kernels), one enum line in the header and the ``.pxd``, and a new ABI number.
@@ -237,6 +238,12 @@ KERNELS = (
                                            _b("gamma_v", "m", "n"), _b("Rc_p", "m", "n_p")),
                build=lambda ds, w: [ds.gamma, ds.Rc_q, ds.gamma_v, ds.Rc_p],
                doc="gamma and the derivatives of Rc = C_q a + gamma"),
+    KernelSpec("massless_rows", (_b("gdot", "n"), _b("gdot_q", "n", "n"), _b("gdot_v", "n", "n"),
+                                 _b("gdot_p", "n", "n_p"), _b("g_u", "n", "n_u")),
+               build=lambda ds, w: [ds.gdot, ds.gdot_q, ds.gdot_v, ds.gdot_p, ds.g_u],
+               doc="gdot = J_G v + G_V a + dg/dt and its derivatives on the rows no constraint "
+                   "reaches (zero on the others), and dg/du there: the initial accelerations "
+                   "of massless nodes"),
     KernelSpec("time_terms", (_b("tau", "n_tau"),), forward=True, internal=True,
                doc="the hoisted (t, p, u)-only terms the forward kernels read"),
     KernelSpec("time_terms_sensitivity", (_b("tau", "n_tau"),), internal=True,
