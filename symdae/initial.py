@@ -217,10 +217,11 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
                 f"{cdot[k]:.3e} (tolerance {tol:g}); give a consistent v0 or project=True")
     rhs = np.concatenate([-res0["g"], -at("acceleration_constraint")["gamma"]])
     if massless.size:
-        _check_massless_velocities(at, model, q, v, massless, tol)
         K0 = _replace_massless(K0, massless, at("jacobians")["GV"], n)
         rhs[massless] = -at("massless_rows")["gdot"][massless]     # a = 0: J_G v + dg/dt
-    _check_matrix(K0, model, t0, massless)
+    _check_matrix(K0, model, t0, massless)     # first: a node without a damper is singular
+    if massless.size:
+        _check_massless_velocities(at, model, q, v, massless, tol)
     y = np.linalg.solve(K0, rhs)
     return InitialState(q, v, y[:n], y[n:], q_from_model=q0 is None, v_from_model=v0 is None,
                         projected=bool(project and (m or massless.size)),
