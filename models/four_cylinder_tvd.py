@@ -6,13 +6,13 @@ as printed there, with the corrections of shared/specs/frequency-domain.md (sect
 marked "DEVIATION" below. The paper gives no numbers; the parameter set is the spec's plausible
 2.0 l inline four (section 4.4, bore = stroke = 86 mm), SI units throughout.
 
-    DMF secondary  --c_DMF, d_DMF--  q1 --c1,d1-- q2 --c2,d2-- q3 --c3,d3-- q4 --c4,d4-- q5 --c5,d5-- q6
-    (prescribed      (progressive)  (J1: rear,   (J2..J5: crank throws of cylinders 1..4)      (J6: nose,
-     run-up angle)                   DMF primary)                                                TVD hub)
-                                                                                                  |
-    TVD (Fig. 9): ring q23 (J_TVD) --c_par-- hub q6;  ring --c1*-- node q24 --d1*-- hub;          |
-                  ring --c2*-- node q25 --d2*-- hub   (q24, q25 massless: m1* = m2* = 0)         |
-    pulley q26 (J_PW) --c_PW, d_PW-- hub q6  ----------------------------------------------------+
+    DMF secondary --DMF-- q1 --c1,d1-- q2 --c2,d2-- q3 --c3,d3-- q4 --c4,d4-- q5 --c5,d5-- q6
+    (prescribed          (J1: rear,  (J2..J5: crank throws of cylinders 1..4)    (J6: nose,
+     run-up angle)        DMF primary)                                             TVD hub)
+    DMF: progressive spring c_DMF1, c_DMF3 and damper d_DMF                          |
+    TVD (Fig. 9): ring q23 (J_TVD) --c_par-- hub q6; ring --c1*-- node q24 --d1*-- hub;
+                  ring --c2*-- node q25 --d2*-- hub  (q24, q25 massless: m1* = m2* = 0)
+    pulley q26 (J_PW) --c_PW, d_PW-- hub q6
 
 Coordinates (26): q1..q6 crankshaft, q7..q18 conrods (x, y, angle for cylinders 1..4), q19..q22
 pistons, q23 TVD ring, q24, q25 the massless Maxwell nodes, q26 pulley wheel. Constraints (16):
@@ -22,6 +22,14 @@ Degrees of freedom: 26 - 16 = 10. Cylinder j turns with crank throw q_{j+1}: its
 along y. The spring offsets (2 pi, pi, 2 pi, 3 pi) give the inline-four crank (throws 1 and 4 in
 phase, 2 and 3 at 180 deg); the same 4 pi-periodic pressure on every cylinder, in its own crank
 angle, then fires them in the order 1-2-4-3.
+
+Deviations from App. A (each commented where it is made): the Maxwell dashpots' signs (the
+printed ones inject energy; spec 4.2), the offsets of the reaction terms of springs c2, c3, c4
+(printed with the wrong sign, so that no configuration is free of spring torque; found here),
+one damping coefficient per shaft section (d1..d5, all 2.0), q23 is the TVD ring and the
+run-up angle a separate prescribed function (spec 5 #18); the conrod and piston initial state by
+closed-form position and velocity analysis instead of a projection (so the gradient can
+differentiate it).
 
 Run-up: the DMF secondary side turns with the prescribed angle theta(t) = 2 pi int n dt, n
 rising linearly from n0 to n1 rpm on [t0, t1] (n0, n1, t0, t1 are parameters, so the full and

@@ -65,3 +65,9 @@ __all__ += [
     "fisher_information", "ParameterStatistics", "IdentificationStatistics",
     "identification_statistics", "MonteCarloResult", "monte_carlo",
 ]
+
+# engine orders in a run-up (issue 9): speed ramp, order analysis (a Hann window of two cycles
+# per speed point) and the order cost (a FourierCost over those windows)
+from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: E402
+
+__all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]

@@ -229,3 +229,33 @@ def test_twin_identification_on_a_short_run_up(system):
 def test_twin_identification_on_the_sixth_order(system):
     """The spec's cost (6th order only) from the spec's start: ~110 iterations, ~100 s."""
     _check_twin(*_twin(system, (6,)))
+
+
+# ---------------------------------------------------------------------------- command line
+def test_command_line_orders(system, tmp_path):
+    from symdae.cli import main
+
+    out = tmp_path / "orders"
+    args = ["identify", "four_cylinder_tvd", "--domain", "orders", "--t-end", "0.42",
+            "--h", "5e-5", "--band-rpm", "4000:4600", "--speed-step", "100",
+            "--orders", "4,6,8", "--order-weights", "1,2,1", "--tracking", "angle",
+            "--max-iterations", "2", "--quiet", "--out-dir", str(out)]
+    args += [x for k, v in MINI.items() for x in ("-p", f"{k}={v}")]
+    assert main(args) == 0
+    import json
+
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["analysis"]["orders"] == [4.0, 6.0, 8.0]
+    assert rep["analysis"]["weights"] == [1.0, 2.0, 1.0]
+    assert rep["analysis"]["speeds_rpm"] == [4000.0, 4100.0, 4200.0, 4300.0, 4400.0, 4500.0,
+                                             4600.0]
+    assert rep["figure_order"] == 6.0
+    assert rep["result"]["iterations"] <= 2
+    assert rep["result"]["cost"] < rep["result"]["start_cost"]
+    assert set(rep["relative_error"]) == set(FREE)
+    for name in ("window.png", "order.png", "orders.png", "convergence.png", "data.csv"):
+        assert (out / name).stat().st_size > 0
+    # a band the ramp does not cover is named
+    bad = args[:]
+    bad[bad.index("4000:4600")] = "3000:4600"
+    assert main(bad) == 2
