@@ -8,11 +8,18 @@ core = Extension(
     include_dirs=["symdae/core"],
     extra_compile_args=["-O3", "-g0"],
 )
+# the reverse-over-tangent sweep of optimal input design (symdae/core/design.pxd)
+design = Extension(
+    "symdae.core._design",
+    ["symdae/core/_design.pyx"],
+    include_dirs=["symdae/core"],
+    extra_compile_args=["-O3", "-g0"],
+)
 
 setup(
     packages=["symdae", "symdae.core", "symdae.models"],
     package_dir={"symdae.models": "models"},
     package_data={"symdae.core": ["*.pxd", "*.h"], "symdae.models": ["*.py"]},
-    ext_modules=cythonize([core], compiler_directives={"language_level": 3}),
+    ext_modules=cythonize([core, design], compiler_directives={"language_level": 3}),
     zip_safe=False,
 )

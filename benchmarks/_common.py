@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
+
+import numpy as np
 
 
 def cpu_model() -> str:
@@ -19,3 +22,16 @@ def cpu_model() -> str:
 def machine_line() -> str:
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     return f"machine : {cpu_model()}, nproc {os.cpu_count()}, load avg {load}"
+
+
+def interleaved(funcs: dict, reps: int) -> dict:
+    """{name: (median s, min s)} of interleaved repetitions after one warm-up each."""
+    for f in funcs.values():
+        f()
+    times = {k: [] for k in funcs}
+    for _ in range(reps):
+        for k, f in funcs.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: (float(np.median(v)), float(np.min(v))) for k, v in times.items()}

@@ -92,9 +92,12 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
     rtol, max_iter = float(_SIM_DEFAULTS["rtol"]), int(_SIM_DEFAULTS["max_iter"])
     counters = {}
 
+    nm = n + m
+
     def run():
+        noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, dtype=np.intc)
         rep = _hht.forward(k, t0, float(h), N, float(alpha), p, U, Q, V, A, L, S,
-                           None, None, None, rtol, max_iter)
+                           None, None, None, rtol, max_iter, 0, 0, noise, order, False)
         if rep["status"] != _hht.STATUS["OK"]:
             raise RuntimeError(f"bare sweep failed: {rep}")
         counters.update(rep)

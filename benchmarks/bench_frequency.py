@@ -23,7 +23,7 @@ import argparse
 import time
 
 import numpy as np
-from _common import machine_line  # benchmarks/_common.py (the script folder is on sys.path)
+from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae import Experiment, FourierCost, LeastSquares, Measurement, Window, identify
@@ -32,19 +32,6 @@ from symdae.sensitivity import adjoint_gradient
 
 TRUE = {"c_f": 10.0, "d_f": 0.02}
 PAPER = {"c_f": 9.98, "d_f": 0.019}
-
-
-def interleaved(funcs: dict, reps: int) -> dict:
-    """{name: (median s, min s)} of interleaved repetitions after one warm-up each."""
-    for f in funcs.values():
-        f()
-    times = {k: [] for k in funcs}
-    for _ in range(reps):
-        for k, f in funcs.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: (float(np.median(v)), float(np.min(v))) for k, v in times.items()}
 
 
 def fmt(pair, unit=1e3, suffix="ms"):

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
-from _common import machine_line  # benchmarks/_common.py (the script folder is on sys.path)
+from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae.costs import LeastSquares
@@ -30,19 +29,6 @@ from symdae import Experiment, Scenario, identify
 from symdae.sensitivity import adjoint_gradient, tangent
 
 TARGETS = {"jg_ms": 8.0, "ratio": 1.4, "ratio_40_4": 1.3, "identify_s": 1.0}
-
-
-def interleaved(funcs: dict, reps: int) -> dict:
-    """{name: (median s, min s)} of interleaved repetitions after one warm-up each."""
-    for f in funcs.values():
-        f()
-    times = {k: [] for k in funcs}
-    for _ in range(reps):
-        for k, f in funcs.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: (float(np.median(v)), float(np.min(v))) for k, v in times.items()}
 
 
 def fmt(pair, unit=1e3, suffix="ms"):
@@ -63,12 +49,12 @@ def engine_mount(reps: int) -> dict:
         return cost.evaluate(system, system.simulate(t_end=T, h=h, alpha=alpha, params=params))[0]
 
     def JG():
-        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start, store_factorizations=True)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start)
         j, dS = cost.evaluate(system, tr)
         return j, adjoint_gradient(system, tr, dS)[idx]
 
     def TLM():
-        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start, store_factorizations=True)
+        tr = system.simulate(t_end=T, h=h, alpha=alpha, params=start)
         j, dS = cost.evaluate(system, tr)
         return np.einsum("is,isd->d", dS, tangent(system, tr, free).ds)
 
@@ -101,7 +87,7 @@ def chain(reps: int, T: float) -> dict:
             return cost.evaluate(system, system.simulate(t_end=T, h=1e-4, alpha=-0.1))[0]
 
         def JG(system=system, cost=cost):
-            tr = system.simulate(t_end=T, h=1e-4, alpha=-0.1, store_factorizations=True)
+            tr = system.simulate(t_end=T, h=1e-4, alpha=-0.1)
             return adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
         t = interleaved({"J": J, "J+grad": JG}, reps)

@@ -21,24 +21,11 @@ import tempfile
 import time
 
 import numpy as np
-from _common import machine_line  # benchmarks/_common.py (the script folder is on sys.path)
+from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae import Measurement, PODCost, adjoint_gradient
 from symdae.costs import LeastSquares
-
-
-def interleaved(funcs: dict, reps: int) -> dict:
-    """{name: (median s, min s)} of interleaved repetitions after one warm-up each."""
-    for f in funcs.values():
-        f()
-    times = {k: [] for k in funcs}
-    for _ in range(reps):
-        for k, f in funcs.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: (float(np.median(v)), float(np.min(v))) for k, v in times.items()}
 
 
 def scaling(elements, reps):

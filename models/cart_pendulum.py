@@ -8,6 +8,8 @@ those of the input-design spec (section 7.2). The nominal sp = 0.21 m, dp = 0.00
 are the "true" values of the spec's Monte Carlo study; START holds the prior guess (0.2, 0.005).
 Reference inputs: F0 = 0.5 Fmax constant and the paper's comparison sine Fcomp = Fmax
 sin(2 pi t / tf); SCENARIO runs Fcomp (t in [0, 2] s, h = 1e-3, alpha = -0.1, from rest).
+DESIGN (``symdae design cart_pendulum``): F bounded to [-Fmax, Fmax], started from F0, end
+conditions phi(tf) = vc(tf) = phidot(tf) = 0 (the paper's scrap function).
 """
 import numpy as np
 import sympy as sp
@@ -43,3 +45,5 @@ REFERENCE_INPUTS = {
 }
 SCENARIO = symdae.Scenario(t_end=T_END, h=1e-3, alpha=-0.1,
                            inputs={"F": REFERENCE_INPUTS["sine"]})
+DESIGN = {"inputs": {"F": (-FMAX, FMAX)}, "start_input": {"F": REFERENCE_INPUTS["F0"]},
+          "end": {"phi": 0.0, "vc": 0.0, "phidot": 0.0}}

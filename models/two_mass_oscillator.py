@@ -6,6 +6,8 @@ spec (section 6.2). The nominal c2 = 1100 N/m is the paper's "true" stiffness (t
 data); START holds the prior guess c2 = 1000 N/m, where an input is designed. F0 (constant
 0.5 Fmax, the paper's start input) and the comparison sine Fmax sin(2 pi t / tf) are the
 reference inputs; SCENARIO runs F0 (t in [0, 1] s, h = 1e-3, alpha = -0.1, from rest).
+DESIGN (``symdae design two_mass_oscillator``): F bounded to [-Fmax, Fmax], started from F0,
+end conditions v1(tf) = v2(tf) = 0 (the paper's scrap function).
 """
 import numpy as np
 import sympy as sp
@@ -39,3 +41,5 @@ REFERENCE_INPUTS = {
     "sine": lambda time: FMAX * np.sin(2 * np.pi * time / T_END),   # comparison (spec)
 }
 SCENARIO = symdae.Scenario(t_end=T_END, h=1e-3, alpha=-0.1, inputs={"F": REFERENCE_INPUTS["F0"]})
+DESIGN = {"inputs": {"F": (-FMAX, FMAX)}, "start_input": {"F": REFERENCE_INPUTS["F0"]},
+          "end": {"v1": 0.0, "v2": 0.0}}

@@ -66,6 +66,21 @@ __all__ += [
     "identification_statistics", "MonteCarloResult", "monte_carlo",
 ]
 
+# optimal input design (issue 10): exact input gradients (reverse over tangent), criteria,
+# bounded inputs, end conditions, the design driver and the paper's studies
+from .design import InputDesign, design_input  # noqa: E402
+from .design_criteria import CRITERIA, EigenvalueGapWarning  # noqa: E402
+from .design_problem import DesignEvaluation, DesignProblem  # noqa: E402
+from .design_study import (compare_monte_carlo, model_design, rms_error_scan,  # noqa: E402
+                           study_inputs)
+from .input_adjoint import design_gradient, input_gradient  # noqa: E402
+
+__all__ += [
+    "design_input", "InputDesign", "DesignProblem", "DesignEvaluation", "CRITERIA",
+    "EigenvalueGapWarning", "design_gradient", "input_gradient", "model_design",
+    "study_inputs", "rms_error_scan", "compare_monte_carlo",
+]
+
 # engine orders in a run-up (issue 9): speed ramp, order analysis (a Hann window of two cycles
 # per speed point) and the order cost (a FourierCost over those windows)
 from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: E402

@@ -1,4 +1,4 @@
-"""Command line: ``symdae simulate``, ``symdae identify`` and ``symdae models``.
+"""Command line: ``symdae simulate``, ``symdae identify``, ``symdae design`` and ``symdae models``.
 
 A model is a bundled model's name (``symdae models`` lists them) or the path of a Python file
 that defines ``model``. The file may also define ``START`` and ``FREE`` (start values and free
@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_pod.add_arguments(p, _assignment)
     from .frequency_report import add_frequency_options   # the frequency-domain options
     add_frequency_options(p, time_domain=_cmd_identify)
+    from . import cli_design                               # optimal input design
+    cli_design.add_parser(sub, _scenario_args, _assignment, _bound, _names)
     from .order_report import add_order_options           # engine orders (--domain orders)
     add_order_options(p)
     return parser

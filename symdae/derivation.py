@@ -10,6 +10,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs):
     J_M = d(M a)/dq              J_G = dg/dq = J_C - J_Q        G_V = dg/dv = -J_V
     P_M = d(M a)/dp              P_G = dg/dp                    P_C = dC/dp
     cdot  = C_q v + C_t          gamma = d(cdot)/dq v + d(cdot)/dt   (so C'' = C_q a + gamma)
+    U_M = d(M a)/du              U_G = dg/du                    U_C = dC/du     S_u = ds/du
 """
 from __future__ import annotations
 
@@ -57,8 +58,12 @@ class DerivedSystem:
     gdot_q: sp.ImmutableMatrix
     gdot_v: sp.ImmutableMatrix
     gdot_p: sp.ImmutableMatrix
-    g_u: sp.ImmutableMatrix
     sizes: dict = field(default_factory=dict)
+    # input Jacobians (optimal input design: the exact gradient with respect to input samples)
+    UM: sp.ImmutableMatrix | None = None
+    UG: sp.ImmutableMatrix | None = None
+    UC: sp.ImmutableMatrix | None = None
+    Su: sp.ImmutableMatrix | None = None
 
     @property
     def n(self) -> int:
@@ -83,20 +88,17 @@ def _jac(vec: sp.MatrixBase, syms) -> sp.ImmutableMatrix:
     return _imm(vec.jacobian(list(syms)))
 
 
-def _massless_terms(g, Cq, JG, GV, S, n: int, m: int):
-    """(gdot, dg/du) on the rows no constraint reaches (structurally zero C_q column), zero on
-    the others. Only those rows can be massless nodes: whether a row's mass vanishes is decided
-    at run time (a mass may be a parameter set to 0), so every such row gets its derivative."""
+def _massless_terms(g, JG, GV, Cq, S, n: int, m: int) -> sp.Matrix:
+    """gdot on the rows no constraint reaches (structurally zero C_q column), zero on the
+    others. Only those rows can be massless nodes: whether a row's mass vanishes is decided at
+    run time (a mass may be a parameter set to 0), so every such row gets its derivative."""
     free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
     gdot = sp.zeros(n, 1)
-    g_u = sp.zeros(n, len(S.u))
     v, a = list(S.v), list(S.a)
     for i in free:
         gdot[i] = sum((JG[i, j] * v[j] + GV[i, j] * a[j] for j in range(n)), sp.S.Zero) \
             + g[i].diff(S.t)
-        for k, uk in enumerate(S.u):
-            g_u[i, k] = g[i].diff(uk)
-    return gdot, _imm(g_u)
+    return gdot
 
 
 def derive(model: Model) -> DerivedSystem:
@@ -141,7 +143,7 @@ def derive(model: Model) -> DerivedSystem:
         cdot = gamma = sp.zeros(0, 1)
         Rc_q, gamma_v, Rc_p = sp.zeros(0, n), sp.zeros(0, n), sp.zeros(0, n_p)
 
-    gdot, g_u = _massless_terms(g, Cq, JG, GV, S, n, m)
+    gdot = _massless_terms(g, JG, GV, Cq, S, n, m)
 
     q0 = sp.Matrix([model.to_kernel(e) for e in model.initial_positions])
     v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
@@ -153,5 +155,6 @@ def derive(model: Model) -> DerivedSystem:
         s=_imm(s), Sx=_imm(Sx), Sp=_imm(Sp), cdot=_imm(cdot), gamma=_imm(gamma),
         Rc_q=_imm(Rc_q), gamma_v=_imm(gamma_v), Rc_p=_imm(Rc_p), q0=_imm(q0), v0=_imm(v0),
         q0_p=_jac(q0, p), v0_p=_jac(v0, p), gdot=_imm(gdot), gdot_q=_jac(gdot, S.q),
-        gdot_v=_jac(gdot, S.v), gdot_p=_jac(gdot, p), g_u=g_u, sizes=sizes,
+        gdot_v=_jac(gdot, S.v), gdot_p=_jac(gdot, p), sizes=sizes,
+        UM=_jac(Ma, S.u), UG=_jac(g, S.u), UC=_jac(C, S.u), Su=_jac(s, S.u),
     )

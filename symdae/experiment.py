@@ -16,8 +16,9 @@ import numpy as np
 
 from .costs import Cost
 from .errors import InputError
+from .checkpoint import cost_and_gradient
 from .scenario import Scenario
-from .sensitivity import adjoint_gradient
+from .threads import one_blas_thread
 from .trajectory import Trajectory
 
 __all__ = ["Experiment", "Evaluation", "evaluate_many"]
@@ -41,7 +42,8 @@ class Experiment:
 
     ``params`` fixes parameter values for this experiment (e.g. its excitation amplitude);
     the parameters passed to :meth:`evaluate` (the free ones of an identification) override
-    them.
+    them. ``memory_budget``: bytes of states a gradient may keep (default: a quarter of the
+    machine's memory); a longer run is checkpointed (:mod:`symdae.checkpoint`).
     """
 
     system: object
@@ -49,6 +51,7 @@ class Experiment:
     scenario: Scenario
     params: Mapping = field(default_factory=dict)
     name: str = "experiment"
+    memory_budget: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.cost, Cost):
@@ -58,17 +61,22 @@ class Experiment:
         self.params = dict(self.params)
 
     def simulate(self, params: Mapping | None = None, *, gradient: bool = False) -> Trajectory:
-        """Simulate this experiment with ``params`` on top of its fixed parameters."""
+        """Simulate this experiment with ``params`` on top of its fixed parameters; with
+        ``gradient``, keep every step's factorisation for derivative sweeps that follow (the
+        tangent along several directions reuses them)."""
         merged = {**self.params, **dict(params or {})}
         return self.system.simulate(self.scenario, params=merged,
                                     store_factorizations=gradient)
 
     def evaluate(self, params: Mapping | None = None, *, gradient: bool = False) -> Evaluation:
-        """Cost (and, with ``gradient``, its exact gradient by the discrete adjoint)."""
-        traj = self.simulate(params, gradient=gradient)
-        J, dS = self.cost.evaluate(self.system, traj)
-        grad = adjoint_gradient(self.system, traj, dS) if gradient else None
-        return Evaluation(float(J), grad, traj)
+        """Cost (and, with ``gradient``, its exact gradient by the discrete adjoint), within
+        the memory budget (the adjoint refactorises from the stored states, which costs less
+        than storing every factorisation; runs too long to store are checkpointed)."""
+        merged = {**self.params, **dict(params or {})}
+        with one_blas_thread():
+            run = cost_and_gradient(self.system, self.scenario, self.cost, merged,
+                                    gradient=gradient, memory_budget=self.memory_budget)
+        return Evaluation(run.cost, run.gradient, run.trajectory)
 
 
 def evaluate_many(experiments: Sequence[Experiment], params: Mapping | Sequence[Mapping],

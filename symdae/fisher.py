@@ -80,8 +80,8 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
     """Exact discrete sensitivities of ``outputs`` (default: all) of ``traj`` with respect to
     ``parameters``, by the tangent-linear sweep.
 
-    A trajectory simulated without ``store_factorizations=True`` is simulated again (same
-    scenario, same parameters, so the same trajectory) with them.
+    The sweep reuses the factorisations a trajectory simulated with
+    ``store_factorizations=True`` carries, and refactorises otherwise (the same numbers).
     """
     model = system.model
     params = [parameters] if isinstance(parameters, str) else list(parameters)

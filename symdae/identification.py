@@ -18,6 +18,8 @@ import numpy as np
 from scipy import optimize
 
 from .errors import InputError, SimulationError, UnknownNameError
+from .progress import report
+from .threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
 from .statistics import check_noise, statistics_or_reason
@@ -251,19 +253,22 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     scales = _scales(free, start, scaling)
     sb = _scaled_bounds(free, start, scales, bounds)
     check_noise(noise, exps)
-    if method in LEAST_SQUARES_METHODS:
-        result = least_squares_fit(exps, free, start, scales, sb, method=method,
-                                   max_iterations=max_iterations, options=options,
-                                   progress=progress, executor=executor,
-                                   result_type=IdentificationResult)
-    else:
-        result = _minimize(exps, free, start, scales, sb, method, max_iterations, options,
-                           progress, executor)
-    if statistics:
-        result.statistics, result.statistics_note = statistics_or_reason(
-            exps, free, result.values, noise=noise, executor=executor)
-    else:
-        result.statistics_note = "not asked for (statistics=False)"
+    # the optimisers' own BLAS calls are on vectors of a few entries: OpenBLAS's thread pool
+    # only slows them (L-BFGS-B took 6 ms instead of 0.05 ms per evaluation under load)
+    with one_blas_thread():
+        if method in LEAST_SQUARES_METHODS:
+            result = least_squares_fit(exps, free, start, scales, sb, method=method,
+                                       max_iterations=max_iterations, options=options,
+                                       progress=progress, executor=executor,
+                                       result_type=IdentificationResult)
+        else:
+            result = _minimize(exps, free, start, scales, sb, method, max_iterations, options,
+                               progress, executor)
+        if statistics:
+            result.statistics, result.statistics_note = statistics_or_reason(
+                exps, free, result.values, noise=noise, executor=executor)
+        else:
+            result.statistics_note = "not asked for (statistics=False)"
     return result
 
 
@@ -279,22 +284,14 @@ def _minimize(exps, free, start, scales, sb, method, max_iterations, options, pr
     history = [{"iteration": 0, "cost": J0, "values": objective.physical(w0),
                 "scaled": w0.tolist()}]
 
-    def report(entry):
-        if progress is True:
-            vals = "  ".join(f"{k}={v:.8g}" for k, v in entry["values"].items())
-            print(f"iter {entry['iteration']:4d}  J = {entry['cost']:.6e}  {vals}",
-                  file=sys.stderr)
-        elif callable(progress):
-            progress(entry)
-
     def callback(intermediate_result):
         w = intermediate_result.x
         entry = {"iteration": len(history), "cost": float(intermediate_result.fun),
                  "values": objective.physical(w), "scaled": np.asarray(w).tolist()}
         history.append(entry)
-        report(entry)
+        report(entry, progress)
 
-    report(history[0])
+    report(history[0], progress)
     opts = {**DEFAULT_OPTIONS[method], **dict(options or {})}
     opts.setdefault("maxiter", int(max_iterations))
     kwargs = {"hess": optimize.BFGS()} if method == "trust-constr" else {}

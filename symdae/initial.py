@@ -25,9 +25,11 @@ du/dt is not known at t0. A massless row without a damper (G_V[r] = 0) stays sin
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 
 from .errors import InconsistentInitialStateError, ModelError, SingularMatrixError
 from .kernels import pack_weights, split
@@ -66,6 +68,12 @@ def _check_matrix(K0, model, t0, massless=()):
     if not np.all(np.isfinite(K0)):
         raise SingularMatrixError(f"the initialisation matrix [[M, C_q^T], [C_q, 0]] has "
                                   f"non-finite entries at t = {t0}")
+    # LU pivots flag a singular matrix cheaply; the SVD (for the message) only then
+    with warnings.catch_warnings():       # an exactly zero pivot is what is looked for
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        piv = np.abs(np.diag(scipy.linalg.lu_factor(K0, check_finite=False)[0]))
+    if piv.min() > nm * np.finfo(float).eps * np.abs(K0).max():
+        return
     sv = np.linalg.svd(K0, compute_uv=False)
     if sv[-1] <= nm * np.finfo(float).eps * sv[0]:
         null = np.abs(np.linalg.svd(K0)[2][-1])     # the vectors only for the message
@@ -95,10 +103,15 @@ def _replace_massless(K0, massless, GV, n):
     return K
 
 
-def _check_inputs(ml: dict, massless, model):
-    g_u = ml["g_u"]
+def _check_inputs(at, massless, model):
+    """Refuse a massless row that depends on an input (row r of U_G = dg/du, from the input
+    adjoint kernel with wG = e_r)."""
+    if not model.input_names:
+        return
     for r in massless:
-        k = np.flatnonzero(g_u[r] != 0)
+        e = np.zeros(model.n)
+        e[r] = 1.0
+        k = np.flatnonzero(at("input_vjp", wG=e)["ubar"] != 0)
         if k.size:
             raise ModelError(
                 f"the equation of the massless coordinate {model.coordinate_names[r]} depends "
@@ -196,7 +209,7 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     K0 = at("newton", c_m=1.0)["K"]
     massless = _massless_rows(K0, n)
     if massless.size:
-        _check_inputs(at("massless_rows"), massless, model)
+        _check_inputs(at, massless, model)
     if project and (m or massless.size):
         v = _project_v(backend, model, t0, q, v, p, u0, massless, tol)
         at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)

@@ -18,6 +18,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs, n_x = 3n + 
     P_M = d(Ma)/dp               P_G = dg/dp                     P_C = dC/dp
     cdot = C_q v + C_t           gamma = d(cdot)/dq v + d(cdot)/dt    (C'' = C_q a + gamma)
     Rc = C_q a + gamma           x = (q, v, a, lam)
+    U_M = d(Ma)/du               U_G = dg/du      U_C = dC/du    S_u = ds/du   (s: outputs)
     gdot = J_G v + G_V a + dg/dt (on the rows no constraint reaches: massless nodes)
 
 Adding a kernel: one :class:`KernelSpec` entry in :data:`KERNELS` (placed before the internal
@@ -181,6 +182,45 @@ def _output_vjp(ds, w):
     return [_matTvec(ds.Sx, w["dphi"]), _matTvec(ds.Sp, w["dphi"])]
 
 
+def _input_vjp(ds, w):
+    parts = (_matTvec(ds.UM, w["wM"]), _matTvec(ds.UG, w["wG"]), _matTvec(ds.UC, w["wC"]),
+             _matTvec(ds.Su, w["dphi"]))
+    return [[sp.Add(*col) for col in zip(*parts)]]
+
+
+def _state_hvp(ds, w):
+    """grad over (x, u) of the bilinear form l = wM.d(Ma)[dx, dp] + wG.dg[dx, dp] +
+    wC.dC[dx, dp] + wS.ds[dx, dp]: the derivative of each entry of the first-order blocks with
+    respect to the variables it actually contains (so a linear model costs nothing), summed
+    as sum_k w_k (sum_j d_j dA_kj/dy) per variable y."""
+    S = ds.symbols
+    n = ds.n
+    wrt = tuple(S.q) + tuple(S.v) + tuple(S.a) + tuple(S.lam) + tuple(S.u)
+    dx, dp = w["dx"], w["dp"]
+    dq, dv, da, dl = dx[:n], dx[n:2 * n], dx[2 * n:3 * n], dx[3 * n:]
+    acc = {y: {} for y in wrt}        # y -> {row weight: [terms]}, in insertion order
+
+    def add(A, rows, cols):
+        for k in range(A.shape[0]):
+            for j in range(A.shape[1]):
+                e = A[k, j]
+                if e == 0:
+                    continue
+                free = e.free_symbols
+                for y in wrt:
+                    if y in free:
+                        acc[y].setdefault(rows[k], []).append(cols[j] * e.diff(y))
+
+    wM, wG, wC, wS = w["wM"], w["wG"], w["wC"], w["wS"]
+    for A, rows, cols in ((ds.JM, wM, dq), (ds.M, wM, da), (ds.PM, wM, dp),
+                          (ds.JG, wG, dq), (ds.GV, wG, dv), (ds.Cq.T, wG, dl), (ds.PG, wG, dp),
+                          (ds.Cq, wC, dq), (ds.PC, wC, dp), (ds.Sx, wS, dx), (ds.Sp, wS, dp)):
+        add(A, rows, cols)
+    grad = [sp.Add(*[r * sp.Add(*t) for r, t in acc[y].items()]) for y in wrt]
+    nx = 3 * n + ds.m
+    return [grad[:nx], grad[nx:]]
+
+
 # ---------------------------------------------------------------------------- the table
 KERNELS = (
     KernelSpec("residual", (_b("Ma", "n"), _b("g", "n"), _b("C", "m")), forward=True,
@@ -238,12 +278,21 @@ KERNELS = (
                                            _b("gamma_v", "m", "n"), _b("Rc_p", "m", "n_p")),
                build=lambda ds, w: [ds.gamma, ds.Rc_q, ds.gamma_v, ds.Rc_p],
                doc="gamma and the derivatives of Rc = C_q a + gamma"),
+    KernelSpec("input_vjp", (_b("ubar", "n_u"),),
+               (_b("wM", "n"), _b("wG", "n"), _b("wC", "m"), _b("dphi", "n_s")),
+               accumulate=True, build=_input_vjp,
+               doc="+= U_M^T wM + U_G^T wG + U_C^T wC + S_u^T dphi (the input adjoint)"),
+    KernelSpec("state_hvp", (_b("xbar", "nx"), _b("ubar", "n_u")),
+               (_b("wM", "n"), _b("wG", "n"), _b("wC", "m"), _b("wS", "n_s"), _b("dx", "nx"),
+                _b("dp", "n_p")),
+               accumulate=True, build=_state_hvp,
+               doc="+= grad over (x, u) of wM.d(Ma) + wG.dg + wC.dC + wS.ds along (dx, dp): "
+                   "the vjp of state_jvp + param_jvp and output_jvp (second order, input design)"),
     KernelSpec("massless_rows", (_b("gdot", "n"), _b("gdot_q", "n", "n"), _b("gdot_v", "n", "n"),
-                                 _b("gdot_p", "n", "n_p"), _b("g_u", "n", "n_u")),
-               build=lambda ds, w: [ds.gdot, ds.gdot_q, ds.gdot_v, ds.gdot_p, ds.g_u],
+                                 _b("gdot_p", "n", "n_p")),
+               build=lambda ds, w: [ds.gdot, ds.gdot_q, ds.gdot_v, ds.gdot_p],
                doc="gdot = J_G v + G_V a + dg/dt and its derivatives on the rows no constraint "
-                   "reaches (zero on the others), and dg/du there: the initial accelerations "
-                   "of massless nodes"),
+                   "reaches (zero on the others): the initial accelerations of massless nodes"),
     KernelSpec("time_terms", (_b("tau", "n_tau"),), forward=True, internal=True,
                doc="the hoisted (t, p, u)-only terms the forward kernels read"),
     KernelSpec("time_terms_sensitivity", (_b("tau", "n_tau"),), internal=True,

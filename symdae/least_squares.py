@@ -17,13 +17,13 @@ All work in the scaled variables w = p / scale of :func:`symdae.identify`.
 """
 from __future__ import annotations
 
-import sys
 import time
 from concurrent.futures import Executor
 
 import numpy as np
 from scipy import optimize
 
+from .progress import report
 from .errors import InputError, SimulationError
 from .residuals import check_least_squares_costs, experiment_residuals
 
@@ -152,12 +152,7 @@ def least_squares_fit(exps, free, start, scales, scaled_bounds, *, method, max_i
         entry = {"iteration": len(history), "cost": 0.5 * float(np.dot(r, r)),
                  "values": res.physical(w), "scaled": np.asarray(w).tolist()}
         history.append(entry)
-        if progress is True:
-            vals = "  ".join(f"{k}={v:.8g}" for k, v in entry["values"].items())
-            print(f"iter {entry['iteration']:4d}  J = {entry['cost']:.6e}  {vals}",
-                  file=sys.stderr)
-        elif callable(progress):
-            progress(entry)
+        report(entry, progress)
 
     opts = {**DEFAULT_LEAST_SQUARES_OPTIONS[method], **dict(options or {})}
     try:

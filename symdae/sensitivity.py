@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import InputError, SimulationError, UnknownNameError
 from .initial import init_adjoint, init_tangent
+from .threads import one_blas_thread
 
 __all__ = ["TangentResult", "tangent", "adjoint_gradient", "directions"]
 
@@ -92,8 +93,9 @@ def tangent(system, traj, which) -> TangentResult:
     sw = _check(system, traj)
     D = directions(system, which)
     fwd = sw.forward
-    dx0 = init_tangent(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0], D)
-    res = system.backend.tangent(fwd, D, tuple(x.T for x in dx0))
+    with one_blas_thread():
+        dx0 = init_tangent(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0], D)
+        res = system.backend.tangent(fwd, D, tuple(x.T for x in dx0))
     _singular(res.report, "tangent")
     tr = (0, 2, 1)
     return TangentResult(res.dq.transpose(tr), res.dv.transpose(tr), res.da.transpose(tr),
@@ -114,7 +116,8 @@ def adjoint_gradient(system, traj, dPhi: np.ndarray) -> np.ndarray:
         i, j = np.argwhere(~np.isfinite(dPhi))[0]
         raise InputError(f"dPhi (the cost's derivative) is {dPhi[i, j]} for output "
                          f"{system.model.output_names[j]!r} at t = {traj.t[i]:.9g} (step {i})")
-    res = system.backend.adjoint(fwd, dPhi)
-    _singular(res.report, "adjoint")
-    return res.grad + init_adjoint(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0],
-                                   res.xbar0)
+    with one_blas_thread():
+        res = system.backend.adjoint(fwd, dPhi)
+        _singular(res.report, "adjoint")
+        return res.grad + init_adjoint(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0],
+                                       res.xbar0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -14,6 +15,7 @@ from .errors import (InputError, ModelError, NewtonError, SimulationError, Singu
 from .initial import InitialState, initial_state
 from .kernels import Sizes
 from .scenario import Scenario
+from .threads import one_blas_thread
 from .trajectory import Trajectory
 
 __all__ = ["System", "SweepData"]
@@ -128,8 +130,12 @@ class System:
         Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,
         NewtonError or SimulationError with the time step and residual.
         """
+        with one_blas_thread():
+            return self._simulate(Scenario.make(scenario, **fields), params,
+                                  store_factorizations)
+
+    def _simulate(self, sc: Scenario, params, store_factorizations: bool) -> Trajectory:
         t_start = time.perf_counter()
-        sc = Scenario.make(scenario, **fields)
         model, sz = self.model, self.sizes
         sc.check_memory(8 * (sz.nx + sz.n_s + sz.n_u + 1))
         if store_factorizations:
@@ -209,6 +215,20 @@ class System:
         u = np.zeros(self.sizes.n_u) if u is None else u
         return self.backend.evaluate(kernel, float(t), q, v, a, lam, p, u, w=w)
 
+    def __reduce__(self):
+        """A System pickles as its model and the cache folder of its kernels: unpickling (in a
+        process pool, on a Dask worker) loads the extension from that cache by key and
+        compiles nothing when it is there."""
+        return (_restore, (self.model, self.backend.name, self.build_info.get("folder")))
+
     def __repr__(self) -> str:
         return (f"System({self.model!r}, backend={self.backend.name!r}, "
                 f"folder={self.build_info.get('folder')!r})")
+
+
+def _restore(model, backend: str, folder: str | None) -> "System":
+    from .pipeline import compile_model
+    if backend == "numpy":
+        return compile_model(model, backend="numpy")
+    return compile_model(model, cache_dir=Path(folder).parent if folder else None,
+                         backend="compiled")

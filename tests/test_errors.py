@@ -314,3 +314,22 @@ def test_scalar_function_input_is_called_per_sample(two_mass):
     np.testing.assert_array_equal(a.q, b.q)
     with pytest.raises(InputError, match="input 'u': the callable accepts neither"):
         two_mass.simulate(t_end=0.1, h=0.01, inputs={"u": lambda: 1.0})
+
+
+def test_non_finite_output_names_the_output_and_time(tmp_path):
+    x = dynamicsymbols("x")
+    k = sp.Symbol("k")
+    model = symdae.Model("errors_nan_output", [x], mass_matrix=[[1]], forces=[-k * x],
+                         parameters={k: 4.0}, initial_state={x: 1.0},
+                         outputs={"x": x, "root": sp.sqrt(x - 0.5)})
+    system = model.compile(cache_dir=tmp_path)
+    # x = cos(2 t) falls below 0.5 at t = pi / 6 = 0.5236
+    with pytest.raises(SimulationError, match=r"output 'root' is nan at t = 0\.53 \(step 53\), "
+                                              r"its first non-finite sample"):
+        system.simulate(t_end=1.0, h=0.01)
+    tr = system.simulate(t_end=0.5, h=0.01)
+    dPhi = np.zeros((len(tr.t), 2))
+    dPhi[7, 1] = math.inf
+    with pytest.raises(InputError, match=r"dPhi \(the cost's derivative\) is inf for output "
+                                         r"'root' at t = 0\.07 \(step 7\)"):
+        symdae.adjoint_gradient(system, tr, dPhi)

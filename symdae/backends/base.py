@@ -21,20 +21,25 @@ evaluate(kernel, t, q, v, a, lam, p, u, w=None) -> ndarray
     One kernel of the spec (:mod:`symdae.kernels`) at one state: its flat output
     (``kernels.split`` names the blocks); accumulating kernels start from zero. ``w`` must have
     the kernel's weight size (``kernels.pack_weights`` builds it).
-forward(grid, p, U, x0, rtol, max_iter, store) -> ForwardResult
-    Takes the grid (t0, h, N, alpha), parameters p (n_p,), inputs U (N+1, n_u), the consistent
-    initial state x0 = (q0, v0, a0, lam0), the Newton tolerance and iteration cap, and whether to
-    keep what the derivative sweeps would otherwise recompute (factorisations, time terms).
+forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
+    Takes the grid (t0, h, N, alpha and the index i0 of its first step: times t0 + (i0 + j) h),
+    parameters p (n_p,), inputs U (N+1, n_u), the consistent state x0 = (q, v, a, lam) at step
+    i0, the Newton tolerance and iteration cap, whether to keep what the derivative sweeps would
+    otherwise recompute (factorisations, time terms), and for a run continued from a checkpoint
+    a :class:`Restart` (what makes the continuation take the very steps of one long run).
     Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
-    and :class:`Counters`: steps, Newton iterations, factorisations, refreshes) and ``saved``.
-    A failed sweep is a report with status other than ``ok``, never an exception: the caller
-    (``System``) names the failure.
+    and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
+    the Restart at its last step. A failed sweep is a report with status other than ``ok``,
+    never an exception: the caller (``System``) names the failure.
 tangent(fwd, D, dx0) -> TangentArrays
-    Forward sensitivities along the columns of D (n_p, nd) from the initial sensitivities
-    dx0 = (dq0, dv0, da0, dlam0), each (nd, size). One linear solve per direction and step.
-adjoint(fwd, dPhi) -> AdjointResult
-    dJ/dp without the initial-state term, and the adjoint of x0 (3n + m), for a cost whose
-    derivative with respect to the output samples is dPhi (N+1, n_s). One backward sweep.
+    Forward sensitivities along the columns of D (n_p, nd) from the sensitivities at the first
+    row, dx0 = (dq, dv, da, dlam), each (nd, size). One linear solve per direction and step.
+adjoint(fwd, dPhi, carry=None, last=True, first=True) -> AdjointResult
+    dJ/dp without the initial-state term for a cost whose derivative with respect to the
+    output samples is dPhi (N+1, n_s), by one backward sweep. In segments: ``carry`` is what
+    the segment after this one left (ignored with ``last``: the run ends here); with
+    ``first`` the segment starts the run. The result's carry starts the segment before; of the
+    first segment it holds the adjoint of x0 (``xbar0``).
 
 Both derivative sweeps raise nothing either: their status says whether a Newton matrix was
 singular.
@@ -46,19 +51,36 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Grid", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
+__all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
            "AdjointResult", "STATUSES"]
 
 STATUSES = ("ok", "newton_failed", "singular", "not_finite")
 
 
 class Grid(NamedTuple):
-    """The time grid of a sweep: t_i = t0 + i h, i = 0..N, HHT parameter alpha."""
+    """The time grid of a sweep: t_j = t0 + (i0 + j) h, j = 0..N, HHT parameter alpha (a
+    segment of a longer run has i0 > 0; its times are the same numbers as in the long run)."""
 
     t0: float
     h: float
     N: int
     alpha: float
+    i0: int = 0
+
+    def times(self) -> np.ndarray:
+        return self.t0 + self.h * (self.i0 + np.arange(self.N + 1))
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What continues a forward run at step i0 exactly as one long run would: (a, lam) of up
+    to two previous steps (rows i0-k .. i0-1, k = min(i0, 2): the Newton start values), the
+    round-off levels the last step left (2 nm + 1, see newton.pxd) and the orders of the
+    sparse LU (2 nm, see sparse.pxd; None for a backend without one)."""
+
+    history: np.ndarray
+    noise: np.ndarray
+    order: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +132,8 @@ class ForwardResult:
     S: np.ndarray
     report: SweepReport
     saved: object = None     # backend-specific (stored factorisations), None if not stored
+    restart: Restart | None = None     # continues the run after its last row
+    order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
 
 
 @dataclass(frozen=True)
@@ -126,6 +150,11 @@ class TangentArrays:
 
 @dataclass(frozen=True)
 class AdjointResult:
-    grad: np.ndarray         # (n_p,) dJ/dp of the steps (initial state excluded)
-    xbar0: np.ndarray        # (3n + m,) adjoint of x0 = (q0, v0, a0, lam0)
+    """``grad`` (n_p,): dJ/dp of the segment's steps (initial state excluded); ``xbar0``
+    (3n + m,): the adjoint of its first row's state (of x0 for the first segment); ``carry``:
+    what the segment before needs (xbar0 followed by the r_d of the first step)."""
+
+    grad: np.ndarray
+    xbar0: np.ndarray
+    carry: np.ndarray
     report: SweepReport

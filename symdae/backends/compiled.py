@@ -6,14 +6,19 @@ the core was never built.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..errors import InputError
+from ..threads import one_blas_thread
 from ..kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
-from .base import (AdjointResult, Counters, ForwardResult, Grid, SweepReport, TangentArrays,
-                   STATUSES)
+from .base import (AdjointResult, Counters, ForwardResult, Grid, Restart, SweepReport,
+                   TangentArrays, STATUSES)
 
 __all__ = ["CompiledBackend", "core_available"]
+
+SMALL_LU = 32    # dense.pxd: LAPACK above this size
 
 
 def core_available() -> bool:
@@ -31,6 +36,13 @@ def _vec(x, k: int, label: str, where: str) -> np.ndarray:
     if vec.shape[0] != k:
         raise InputError(f"{where}: {label} has {vec.shape[0]} entries, expected {k}")
     return vec if k > 0 else np.zeros(1)
+
+
+def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) -> Restart:
+    """The Restart that continues a run at ``row`` (step ``step`` of the grid)."""
+    k = min(step, 2)
+    return Restart(np.hstack([A[row - k:row], L[row - k:row]]), np.array(noise, copy=True),
+                   np.array(order, copy=True))
 
 
 def _report(rep: dict) -> SweepReport:
@@ -79,24 +91,40 @@ class CompiledBackend:
 
     # ------------------------------------------------------------------ sweeps
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
-                store: bool) -> ForwardResult:
+                store: bool, restart: Restart | None = None) -> ForwardResult:
         sz, N = self.sizes, grid.N
         nm = sz.n + sz.m
-        Q, V, A = (np.empty((N + 1, sz.n)) for _ in range(3))
-        L = np.empty((N + 1, sz.m))
-        S = np.zeros((N + 1, sz.n_s))
-        Q[0], V[0], A[0], L[0] = x0
+        first = 0 if restart is None else restart.history.shape[0]
+        rows = first + N + 1
+        Q, V, A = (np.empty((rows, sz.n)) for _ in range(3))
+        L = np.empty((rows, sz.m))
+        S = np.zeros((rows, sz.n_s))
+        Q[first], V[first], A[first], L[first] = x0
+        order = np.zeros(2 * nm, dtype=np.intc)
+        if restart is None:
+            noise = np.zeros(2 * nm + 1)
+        else:
+            A[:first], L[:first] = restart.history[:, :sz.n], restart.history[:, sz.n:]
+            noise = np.array(restart.noise, dtype=float)
+            order[:] = restart.order
         if store:   # every entry is written by the sweep
-            saved = (np.empty((N + 1, nm, nm)), np.empty((N + 1, nm), dtype=np.intc),
-                     np.empty((N + 1, sz.n_tau)))
+            saved = (np.empty((rows, nm, nm)), np.empty((rows, nm + 1), dtype=np.intc),
+                     np.empty((rows, sz.n_tau)))
         else:
             saved = (None, None, None)
         p_arg = _vec(p, sz.n_p, "p", "forward")
-        U = np.ascontiguousarray(U, dtype=np.float64)
-        rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, U, Q, V,
-                                A, L, S, *saved, float(rtol), int(max_iter))
-        return ForwardResult(grid, p_arg[:sz.n_p], U, Q, V, A, L, S, _report(rep),
-                             saved if store else None)
+        Ufull = np.empty((rows, sz.n_u))
+        Ufull[first:] = U
+        with self._lapack():
+            rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, Ufull,
+                                    Q, V, A, L, S, *saved, float(rtol), int(max_iter), first,
+                                    grid.i0, noise, order, restart is not None)
+        report = _report(rep)
+        end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
+        part = slice(first, None)
+        return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
+                             Q[part], V[part], A[part], L[part], S[part], report,
+                             tuple(x[part] for x in saved) if store else None, end, order)
 
     def _saved(self, fwd: ForwardResult):
         return fwd.saved if fwd.saved is not None else (None, None, None)
@@ -110,23 +138,37 @@ class CompiledBackend:
         dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
-        rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
-                                fwd.q, fwd.v, fwd.a, fwd.lam, *self._saved(fwd), DT,
-                                dQ, dV, dA, dL, dS)
+        with self._lapack():
+            rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dL,
+                                    dS, g.i0, fwd.order)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
                              dL[:, :, :sz.m], dS[:, :, :sz.n_s], report)
 
-    def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray) -> AdjointResult:
+    def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
+                first: bool = True) -> AdjointResult:
         sz, g = self.sizes, fwd.grid
-        grad = np.zeros(max(sz.n_p, 1))
-        xbar0 = np.zeros(3 * sz.n + sz.m)
+        state = np.zeros(sz.nx + sz.n + sz.n_p)
+        if not last:
+            state[:] = carry
         dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
-        rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
-                                fwd.q, fwd.v, fwd.a, fwd.lam, *self._saved(fwd), dPhi, grad,
-                                xbar0)
+        with self._lapack():
+            rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
+                                    last, first, fwd.order)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
-        return AdjointResult(grad[:sz.n_p], xbar0, report)
+        return AdjointResult(state[sz.nx + sz.n:].copy(), state[:sz.nx].copy(), state, report)
+
+    def _lapack(self):
+        """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
+        dense LU, symdae/core/dense.pxd); nothing to do for smaller ones."""
+        return one_blas_thread() if self.sizes.nm > SMALL_LU else contextlib.nullcontext()
+
+    @staticmethod
+    def _states(fwd: ForwardResult):
+        # the sweeps take contiguous rows; a segment's views are (they start at a row)
+        return tuple(np.ascontiguousarray(x) for x in (fwd.q, fwd.v, fwd.a, fwd.lam))
 
     def _p(self, fwd: ForwardResult) -> np.ndarray:
         return fwd.p if self.sizes.n_p else np.zeros(1)

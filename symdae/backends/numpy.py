@@ -18,7 +18,8 @@ import sympy as sp
 from ..derivation import DerivedSystem
 from ..errors import InputError
 from ..kernels import Sizes, kernel, kernel_expressions, split, weight_size
-from .base import (AdjointResult, Counters, ForwardResult, Grid, SweepReport, TangentArrays)
+from .base import (AdjointResult, Counters, ForwardResult, Grid, Restart, SweepReport,
+                   TangentArrays)
 
 __all__ = ["NumpyBackend", "lambdify_flat"]
 
@@ -52,11 +53,12 @@ def lambdify_flat(ds: DerivedSystem, exprs, n_w: int = 0) -> Callable[..., np.nd
     return evaluate
 
 
-def _extrapolate(Y: np.ndarray, i: int) -> np.ndarray:
-    """Row i+1 of Y extrapolated by the polynomial through rows i, i-1, i-2 (newton.pxd)."""
-    if i >= 2:
+def _extrapolate(Y: np.ndarray, i: int, order: int) -> np.ndarray:
+    """Row i+1 of Y extrapolated by the polynomial of the given order through rows i, i-1,
+    i-2 (newton.pxd)."""
+    if order >= 2:
         return 3.0 * Y[i] - 3.0 * Y[i - 1] + Y[i - 2]
-    return 2.0 * Y[i] - Y[i - 1] if i == 1 else Y[i].copy()
+    return 2.0 * Y[i] - Y[i - 1] if order == 1 else Y[i].copy()
 
 
 class _Scheme:
@@ -123,48 +125,68 @@ class NumpyBackend:
 
     # ------------------------------------------------------------------ forward
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
-                store: bool) -> ForwardResult:
+                store: bool, restart: Restart | None = None) -> ForwardResult:
         sz, c, N = self.sizes, _Scheme(grid.h, grid.alpha), grid.N
         n, m, nm = sz.n, sz.m, sz.nm
         p = np.asarray(p, dtype=float)
-        Q, V, A = (np.empty((N + 1, n)) for _ in range(3))
-        L = np.empty((N + 1, m))
-        S = np.zeros((N + 1, sz.n_s))
-        Q[0], V[0], A[0], L[0] = x0
-        t = grid.t0 + grid.h * np.arange(N + 1)
+        first = 0 if restart is None else restart.history.shape[0]
+        rows = first + N + 1
+        Q, V, A = (np.empty((rows, n)) for _ in range(3))
+        L = np.empty((rows, m))
+        S = np.zeros((rows, sz.n_s))
+        Q[first], V[first], A[first], L[first] = x0
+        noise = None
+        if restart is not None:
+            A[:first], L[:first] = restart.history[:, :n], restart.history[:, n:]
+            if restart.noise[2 * nm]:
+                noise = (restart.noise[:nm].copy(), restart.noise[nm:2 * nm].copy())
+        Uf = np.empty((rows, sz.n_u))
+        Uf[first:] = U
+        t = grid.t0 + grid.h * (grid.i0 - first + np.arange(rows))
         counts = dict(steps=0, newton_iterations=0, factorizations=0, jacobian_refreshes=0)
-        Ks = np.empty((N + 1, nm, nm)) if store else None
+        Ks = np.empty((rows, nm, nm)) if store else None
 
         def settle(i, res):
-            K = self._k("newton", t[i], Q[i], V[i], A[i], L[i], p, U[i], c.kw)
-            K = K.reshape(nm, nm)
+            K = self._k("newton", t[i], Q[i], V[i], A[i], L[i], p, Uf[i], c.kw)
             counts["factorizations"] += 1
-            S[i] = self._k("outputs", t[i], Q[i], V[i], A[i], L[i], p, U[i])
+            S[i] = self._k("outputs", t[i], Q[i], V[i], A[i], L[i], p, Uf[i])
             if store:
-                Ks[i] = K
+                Ks[i] = K.reshape(nm, nm)
             return res[n:2 * n].copy()
 
-        res = self._k("residual", t[0], Q[0], V[0], A[0], L[0], p, U[0])
-        gprev, noise = settle(0, res), None
-        for i in range(N):
+        def result(rep, saved=None, end=None):
+            part = slice(first, None)
+            return ForwardResult(grid, p, Uf[part], Q[part], V[part], A[part], L[part],
+                                 S[part], rep, None if saved is None else saved[part], end)
+
+        res = self._k("residual", t[first], Q[first], V[first], A[first], L[first], p,
+                      Uf[first])
+        gprev = settle(first, res)
+        for i in range(first, first + N):
             qh, vh = Q[i] + c.h * V[i] + c.ca * A[i], V[i] + c.cv1 * A[i]
             base = (np.abs(Q[i]) + c.h * np.abs(V[i]) + np.abs(c.ca * A[i]),
                     np.abs(V[i]) + np.abs(c.cv1 * A[i]))         # qhat's, vhat's terms
-            y = np.concatenate([_extrapolate(A, i), _extrapolate(L, i)])
-            out = self._newton(t[i + 1], qh, vh, base, y, gprev, noise, p, U[i + 1], c,
+            order = min(grid.i0 - first + i, 2)
+            y = np.concatenate([_extrapolate(A, i, order), _extrapolate(L, i, order)])
+            out = self._newton(t[i + 1], qh, vh, base, y, gprev, noise, p, Uf[i + 1], c,
                                rtol, max_iter, counts)
             if isinstance(out, SweepReport):
-                rep = SweepReport(out.status, Counters(**counts), float(t[i + 1]), i + 1,
-                                  out.iterations, out.residual_norm, out.first_residual_norm,
-                                  out.noise_ratio)
-                return ForwardResult(grid, p, U, Q, V, A, L, S, rep, None)
+                step = grid.i0 - first + i + 1
+                return result(SweepReport(out.status, Counters(**counts), float(t[i + 1]),
+                                          step, out.iterations, out.residual_norm,
+                                          out.first_residual_norm, out.noise_ratio))
             y, res, noise = out
             Q[i + 1], V[i + 1] = qh + c.s * y[:n], vh + c.gh * y[:n]
             A[i + 1], L[i + 1] = y[:n], y[n:]
             counts["steps"] += 1
             gprev = settle(i + 1, res)
-        rep = SweepReport("ok", Counters(**counts))
-        return ForwardResult(grid, p, U, Q, V, A, L, S, rep, Ks)
+        carry = np.zeros(2 * nm + 1)
+        if noise is not None:
+            carry[:nm], carry[nm:2 * nm], carry[2 * nm] = noise[0], noise[1], 1.0
+        k = min(grid.i0 + N, 2)
+        r = first + N
+        end = Restart(np.hstack([A[r - k:r], L[r - k:r]]), carry)
+        return result(SweepReport("ok", Counters(**counts)), Ks, end)
 
     def _noise(self, t, q, v, a, lam, p, u, c, base):
         """(round-off level of each residual row, rounding of (a, lam) from q's rounding) at
@@ -232,7 +254,8 @@ class NumpyBackend:
     # ------------------------------------------------------------------ derivative sweeps
     def _at(self, fwd: ForwardResult, i: int):
         g = fwd.grid
-        return (g.t0 + i * g.h, fwd.q[i], fwd.v[i], fwd.a[i], fwd.lam[i], fwd.p, fwd.U[i])
+        return (g.t0 + (g.i0 + i) * g.h, fwd.q[i], fwd.v[i], fwd.a[i], fwd.lam[i], fwd.p,
+                fwd.U[i])
 
     def _blocks(self, fwd: ForwardResult, i: int, c: _Scheme):
         """Dense blocks at state i: jacobians, param_jacobians, the Newton matrix."""
@@ -277,10 +300,11 @@ class NumpyBackend:
             J0, P0 = J1, P1
         return TangentArrays(dQ, dV, dA, dL, dS, SweepReport("ok"))
 
-    def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray) -> AdjointResult:
+    def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
+                first: bool = True) -> AdjointResult:
         sz, g = self.sizes, fwd.grid
         c, n, N = _Scheme(g.h, g.alpha), sz.n, g.N
-        grad = np.zeros(sz.n_p)
+        grad = np.zeros(sz.n_p) if last else np.array(carry[sz.nx + n:])
 
         def source(i):
             t, q, v, a, lam, p, u = self._at(fwd, i)
@@ -288,8 +312,10 @@ class NumpyBackend:
             grad[:] += Sp.T @ dPhi[i]
             return Sx.T @ dPhi[i]
 
-        xb = source(N)
-        rd_next = np.zeros(n)
+        if last:
+            xb, rd_next = source(N), np.zeros(n)
+        else:
+            xb, rd_next = np.array(carry[:sz.nx]), np.array(carry[sz.nx:sz.nx + n])
         J1, P1, K1 = self._blocks(fwd, N, c)
         for i in range(N - 1, -1, -1):
             qb, vb, ab, lb = self._split_x(xb)
@@ -306,7 +332,6 @@ class NumpyBackend:
                                  c.h * qhb + vhb - c.ap * J0["GV"].T @ rd,
                                  c.ca * qhb + c.cv1 * vhb, -c.ap * J0["Cq"] @ rd]) + source(i)
             J1, P1, K1 = J0, P0, K0
-        if N > 0:
+        if first and g.i0 + N > 0:
             grad += -c.ap * P1["PG"].T @ rd_next
-        return AdjointResult(grad, xb, SweepReport("ok"))
-
+        return AdjointResult(grad, xb, np.concatenate([xb, rd_next, grad]), SweepReport("ok"))

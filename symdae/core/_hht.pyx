@@ -20,9 +20,10 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport *
-from symdae.core.dense cimport lu_factor
+from symdae.core.sparse cimport SparseLU, carve_sparse
+from symdae.core.factors cimport prepare_lu
 from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
-                                 take_int)
+                                 take_int, arena_allocate, arena_check)
 from symdae.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
                                  StepOutcome, newton_step, factor_into)
 from symdae.core.tangent cimport TangentWork, tangent_step, output_tangent
@@ -86,25 +87,6 @@ cdef class Kernels:
 
 # ---------------------------------------------------------------------------- shared parts
 
-cdef object _allocate(Arena* a):
-    """After a counting pass over a carve function: memory for what it took (one element of
-    slack, so zero-size buffers are valid pointers). The carve then runs again on it."""
-    d = np.zeros(a.nd + 1)
-    i = np.zeros(a.ni + 1, dtype=np.intc)
-    cdef double[::1] dv = d
-    cdef int[::1] iv = i
-    a.d = &dv[0]
-    a.i = &iv[0]
-    a.nd = 0
-    a.ni = 0
-    return d, i
-
-
-cdef void _check(Arena* a, object mem) except *:
-    if a.nd + 1 != mem[0].shape[0] or a.ni + 1 != mem[1].shape[0]:
-        raise AssertionError("a sweep's work buffers changed size between the two passes")
-
-
 cdef inline double* base(double[:, ::1] X) noexcept nogil:
     return &X[0, 0] if X.shape[0] > 0 and X.shape[1] > 0 else _EMPTY
 
@@ -114,7 +96,9 @@ cdef inline const double* cbase(const double[:, ::1] X) noexcept nogil:
 
 
 cdef struct Traj:
-    # raw views of a trajectory: row i of q starts at q + i * n
+    # raw views of a trajectory: row i of q starts at q + i * n and holds step offset + i of
+    # the grid t0 + k h (a segment of a longer run has offset > 0: its times are computed
+    # from the global step index, so that they are the same numbers as in one long run)
     double* q
     double* v
     double* a
@@ -122,11 +106,18 @@ cdef struct Traj:
     const double* u
     int n, m, n_u
     double t0, h
+    Py_ssize_t offset
+
+
+cdef inline double time_of(const Traj* tr, Py_ssize_t i) noexcept nogil:
+    return tr.t0 + (tr.offset + i) * tr.h
 
 
 cdef inline Traj traj_of(double t0, double h, double[:, ::1] Q, double[:, ::1] V,
-                         double[:, ::1] A, double[:, ::1] L, const double[:, ::1] U) noexcept nogil:
+                         double[:, ::1] A, double[:, ::1] L, const double[:, ::1] U,
+                         Py_ssize_t offset) noexcept nogil:
     cdef Traj tr
+    tr.offset = offset
     tr.q = base(Q)
     tr.v = base(V)
     tr.a = base(A)
@@ -142,7 +133,7 @@ cdef inline Traj traj_of(double t0, double h, double[:, ::1] Q, double[:, ::1] V
 
 cdef inline void set_state(symdae_args* x, const Traj* tr, Py_ssize_t i) noexcept nogil:
     """Point x at state i of the trajectory (x.tau is left alone)."""
-    x.t = tr.t0 + i * tr.h
+    x.t = time_of(tr, i)
     x.q = tr.q + i * tr.n
     x.v = tr.v + i * tr.n
     x.a = tr.a + i * tr.n
@@ -152,14 +143,15 @@ cdef inline void set_state(symdae_args* x, const Traj* tr, Py_ssize_t i) noexcep
 
 cdef struct Factors:
     # the factorised Newton matrices and time terms of every state (stored), or work space to
-    # recompute them state by state
+    # recompute them state by state; the sparse LU's orders and structure (sparse.pxd)
     double* LU       # (N+1) x nm x nm, or NULL
-    int* piv         # (N+1) x nm
+    int* piv         # (N+1) x (nm + 1)
     double* TAU      # (N+1) x n_tau, or NULL
     double* K        # work: Newton matrix, its factorisation and pivots
     double* LUw
     int* pw
     int nm, n_tau
+    SparseLU lu
 
 
 cdef inline Factors factors_of(double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
@@ -174,9 +166,11 @@ cdef inline Factors factors_of(double[:, :, ::1] LU, int[:, ::1] PIV, double[:, 
 
 
 cdef void carve_factors(Arena* a, Factors* f) noexcept nogil:
-    f.K = take(a, f.nm * f.nm)
-    f.LUw = take(a, f.nm * f.nm)
-    f.pw = take_int(a, f.nm)
+    cdef int N = f.nm
+    f.K = take(a, N * N)
+    f.LUw = take(a, N * N)
+    f.pw = take_int(a, N + 1)
+    carve_sparse(a, &f.lu, N)
 
 
 cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
@@ -185,11 +179,11 @@ cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const S
     Returns 0 or the vanished pivot + 1."""
     if f.LU != NULL:
         LU[0] = f.LU + i * f.nm * f.nm
-        piv[0] = f.piv + i * f.nm
+        piv[0] = f.piv + i * (f.nm + 1)
         return 0
     LU[0] = f.LUw
     piv[0] = f.pw
-    return factor_into(km, x, c.kw, f.K, f.LUw, f.pw, f.nm)
+    return factor_into(km, x, c.kw, &f.lu, f.K, f.LUw, f.pw)
 
 
 cdef inline void tau_at(const symdae_model* km, symdae_args* x, const Factors* f, Py_ssize_t i,
@@ -260,23 +254,32 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
         call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, f.TAU + i * f.n_tau)
     if f.LU != NULL:
         LU[0] = f.LU + i * nm * nm
-        piv[0] = f.piv + i * nm
+        piv[0] = f.piv + i * (nm + 1)
     else:
         LU[0] = f.LUw
         piv[0] = f.pw
-    return factor_into(km, x, c.kw, w.K, LU[0], piv[0], nm)
+    return factor_into(km, x, c.kw, &f.lu, w.K, LU[0], piv[0])
 
 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-            double rtol, int max_iter):
-    """HHT forward sweep from the consistent state in row 0 of Q, V, A, L.
+            double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
+            int[::1] order, bint have_order):
+    """HHT forward sweep of N steps from the consistent state in row ``first`` of Q, V, A, L,
+    which is step i0 of the grid t0 + k h.
 
-    Fills rows 1..N of Q, V, A, L and rows 0..N of the outputs S. With LU (N+1, nm, nm), PIV
-    and TAU (N+1, n_tau) given, stores the factorised Newton matrix and all time terms of every
-    accepted state for the sensitivity sweeps. Returns a ForwardReport (dict).
+    Fills rows first+1..first+N of Q, V, A, L and first..first+N of the outputs S (all arrays
+    are indexed by row, U too). Rows before ``first`` hold the previous states' a and lam for
+    the start values (a restart from a checkpoint passes first = min(i0, 2)). ``carry``
+    (2 nm + 1): the round-off levels the last step left (and a flag that they are there); read
+    at the start, written at the end, so that a run in segments takes the very steps of one
+    long run. ``order`` (2 nm): the sparse LU's row and column orders (sparse.pxd), read when
+    ``have_order`` (a continued run), else analysed from the first Newton matrix; written at
+    the end for the derivative sweeps and the next segment. With LU (rows, nm, nm), PIV (rows,
+    nm + 1) and TAU (rows, n_tau) given, stores the factorised Newton matrix and all time terms
+    of every accepted state for the sensitivity sweeps. Returns a ForwardReport (dict).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, pivot
@@ -285,37 +288,46 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef NewtonWork w
     cdef StepOutcome so
     cdef ForwardReport rep
-    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U)
+    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0 - first)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* Sb = base(S)
     cdef double* LUcur
     cdef int* pcur
-    cdef Py_ssize_t i = 0, i1, i2
+    cdef Py_ssize_t i = first, i1, i2, last = first + N
+    cdef bint have_noise = carry[2 * nm] != 0.0
     cdef symdae_args x
     memset(&arena, 0, sizeof(Arena))
     memset(&rep, 0, sizeof(ForwardReport))
     carve_newton(&arena, &w, n, m, K.n_tau)
     carve_factors(&arena, &f)
-    mem = _allocate(&arena)
+    mem = arena_allocate(&arena)
     carve_newton(&arena, &w, n, m, K.n_tau)
     carve_factors(&arena, &f)
-    _check(&arena, mem)
+    arena_check(&arena, mem)
     x.p = &p[0]
     rep.pivot = -1
+    memcpy(w.nu, &carry[0], nm * sizeof(double))
+    memcpy(w.fq, &carry[nm], nm * sizeof(double))
     with nogil:
-        pivot = settle(km, &x, &c, &w, &tr, &f, 0, Sb, &LUcur, &pcur, True)
+        set_state(&x, &tr, i)
+        time_terms(km, &x, w.tau, False)
+        pivot = prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], have_order)
+        if pivot == 0:
+            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)
         rep.factorizations = 1
         if pivot != 0:
             rep.status = NOT_FINITE if pivot < 0 else SINGULAR
             rep.pivot = pivot - 1
-        while rep.status == OK and i < N:
+            rep.step = tr.offset + i
+        while rep.status == OK and i < last:
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
             rep.status = newton_step(
-                km, &x, &c, &w, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
+                km, &x, &c, &w, &f.lu, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
                 tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
-                tr.lam + i2 * m, min(i, 2), t0 + (i + 1) * h, tr.u + (i + 1) * tr.n_u, rtol,
-                max_iter, i > 0, &so)
+                tr.lam + i2 * m, min(tr.offset + i, 2), time_of(&tr, i + 1),
+                tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
+            have_noise = True
             rep.newton_iterations += so.iterations
             rep.factorizations += so.refreshes
             rep.jacobian_refreshes += so.refreshes
@@ -325,7 +337,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 rep.first_residual_norm = so.first_norm
                 rep.noise_ratio = so.noise_ratio
                 rep.pivot = so.pivot
-                rep.step = i + 1
+                rep.step = tr.offset + i + 1
                 break
             i += 1
             memcpy(tr.q + i * n, w.qc, n * sizeof(double))
@@ -337,10 +349,15 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             if pivot != 0:
                 rep.status = NOT_FINITE if pivot < 0 else SINGULAR
                 rep.pivot = pivot - 1
-                rep.step = i
-    rep.steps = i
+                rep.step = tr.offset + i
+    rep.steps = i - first
     if rep.status != OK:
         rep.time = t0 + rep.step * h
+    memcpy(&carry[0], w.nu, nm * sizeof(double))
+    memcpy(&carry[nm], w.fq, nm * sizeof(double))
+    carry[2 * nm] = 1.0 if have_noise else 0.0
+    memcpy(&order[0], f.lu.pr, nm * sizeof(int))
+    memcpy(&order[nm], f.lu.pc, nm * sizeof(int))
     return rep
 
 
@@ -373,13 +390,16 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU, const double[:, ::1] DT,
             double[:, :, ::1] dQ, double[:, :, ::1] dV, double[:, :, ::1] dA,
-            double[:, :, ::1] dL, double[:, :, ::1] dS):
-    """Tangent-linear (forward sensitivity) sweep of the forward scheme.
+            double[:, :, ::1] dL, double[:, :, ::1] dS, Py_ssize_t i0,
+            const int[::1] order):
+    """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
+    from row 0 (step i0 of the grid t0 + k h).
 
     DT (nd, n_p): the parameter directions, one per row. dQ, dV, dA, dL, dS are
-    (N+1, nd, size); row 0 of dQ, dV, dA, dL must hold the initial sensitivities. Uses LU, PIV
-    and TAU from forward() when given, else refactorises at each state. Returns
-    {"status", "step"} (SINGULAR with the step whose matrix was singular).
+    (N+1, nd, size); row 0 of dQ, dV, dA, dL must hold the sensitivities at row 0. Uses LU,
+    PIV and TAU from forward() when given, else refactorises at each state, with the sparse
+    LU orders ``order`` of that forward run. Returns {"status", "step"} (SINGULAR with the
+    step whose matrix was singular).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nr = 2 * K.n + K.m
@@ -390,7 +410,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* P[2]
     cdef double* tau[2]
     cdef double* tmp
-    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U)
+    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* LUcur
     cdef int* pcur
@@ -400,15 +420,16 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memset(&arena, 0, sizeof(Arena))
     carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
     carve_factors(&arena, &f)
-    mem = _allocate(&arena)
+    mem = arena_allocate(&arena)
     carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
     carve_factors(&arena, &f)
-    _check(&arena, mem)
+    arena_check(&arena, mem)
     x0.p = &p[0]
     x1.p = &p[0]
     with nogil:
         set_state(&x0, &tr, 0)
         tau_at(km, &x0, &f, 0, tau[0])
+        prepare_lu(km, &x0, &c, &f.lu, f.K, f.LUw, &order[0], True)
         param_directions(km, &x0, dt, nd, P[0])
         for d in range(nd):
             output_tangent(km, &x0, w.w, &dQ[0, d, 0], &dV[0, d, 0], &dA[0, d, 0],
@@ -421,7 +442,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 break
             param_directions(km, &x1, dt, nd, P[1])
             for d in range(nd):
-                tangent_step(km, &x1, &x0, &c, &w, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
+                tangent_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
                              P[0] + d * nr, &dQ[i, d, 0], &dV[i, d, 0], &dA[i, d, 0],
                              &dL[i, d, 0], &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
                              &dA[i + 1, d, 0], &dL[i + 1, d, 0])
@@ -436,7 +457,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             tau[0] = tau[1]
             tau[1] = tmp
             i += 1
-    return {"status": OK if pivot == 0 else SINGULAR, "step": i + 1 if pivot else -1}
+    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1}
 
 
 # ---------------------------------------------------------------------------- adjoint
@@ -467,16 +488,27 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
             double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-            const double[:, ::1] dPhi, double[::1] grad, double[::1] xbar0):
-    """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme.
+            const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
+            bint first, const int[::1] order):
+    """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme, backwards over the
+    N steps of rows 0..N (steps i0..i0+N of the grid t0 + k h).
 
-    dPhi (N+1, n_s): the derivative of the cost with respect to every output sample. grad
-    (n_p) receives the step contributions to dJ/dp (overwritten); xbar0 (3n + m) the adjoint
-    of x_0 = (q0, v0, a0, lam0), which the Python layer carries through the consistent
-    initialisation. Returns {"status", "step"}.
+    dPhi (N+1, n_s): the derivative of the cost with respect to every output sample of these
+    rows. ``carry`` (3n + m + n + n_p): the adjoint of the state at row N, the r_d of the step
+    after it and the parameter adjoint summed so far; ``last``: row N is the end of the run
+    (carry is read as zeros: the sweep starts from the output source there). On return carry
+    holds the adjoint of the state at row 0 (with its output source), the r_d of step 0 -> 1
+    and the parameter adjoint of every step from row 0 on, for the segment before: one running
+    sum, so a run in segments gives the very numbers of one long run. With ``first`` (row 0 is
+    the initial state) the term of g_0 is added too, carry[:3n + m] is the adjoint of
+    x_0 = (q0, v0, a0, lam0), which the Python layer carries through the consistent
+    initialisation, and carry[3n + m + n:] the steps' part of dJ/dp. ``order``: the sparse LU
+    orders of the forward run.
+    Returns {"status", "step"}.
     """
     cdef const symdae_model* km = K.km
-    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, k, pivot = 0
+    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
+    cdef int pivot = 0
     cdef Scheme c = scheme(h, alpha)
     cdef Arena arena
     cdef AdjointWork w
@@ -484,7 +516,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef double* gacc
     cdef double* tau[2]
     cdef double* tmp
-    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U)
+    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef const double* dphi = cbase(dPhi)
     cdef double* LUcur
@@ -494,34 +526,39 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     memset(&arena, 0, sizeof(Arena))
     carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
-    mem = _allocate(&arena)
+    mem = arena_allocate(&arena)
     carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
-    _check(&arena, mem)
+    arena_check(&arena, mem)
     x0.p = &p[0]
     x1.p = &p[0]
+    if not last:
+        memcpy(xb, &carry[0], nx * sizeof(double))
+        memcpy(w.rd_next, &carry[nx], n * sizeof(double))
+        memcpy(gacc, &carry[nx + n], n_p * sizeof(double))
     with nogil:
         set_state(&x1, &tr, N)
         tau_at(km, &x1, &f, N, tau[1])
-        output_source(km, &x1, dphi + N * ns, xb)
+        prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
+        if last:
+            output_source(km, &x1, dphi + N * ns, xb)
         while i > 0:
-            # x1 is at state i, xb its complete adjoint; step i-1 -> i
+            # x1 is at row i, xb its complete adjoint; step i-1 -> i
             pivot = factors_at(km, &x1, &c, &f, i, &LUcur, &pcur)
             if pivot != 0:
                 break
             set_state(&x0, &tr, i - 1)
             tau_at(km, &x0, &f, i - 1, tau[0])
-            adjoint_step(km, &x1, &x0, &c, &w, LUcur, pcur, xb, gacc)
+            adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0
             tmp = tau[0]
             tau[0] = tau[1]
             tau[1] = tmp
             i -= 1
-        if pivot == 0 and N > 0:
+        if pivot == 0 and first and i0 + N > 0:
             initial_g_adjoint(km, &x1, &c, &w, gacc)
-    for k in range(3 * n + m):
-        xbar0[k] = xb[k]
-    for k in range(n_p):
-        grad[k] = gacc[k]
-    return {"status": OK if pivot == 0 else SINGULAR, "step": i if pivot else -1}
+    memcpy(&carry[0], xb, nx * sizeof(double))
+    memcpy(&carry[nx], w.rd_next, n * sizeof(double))
+    memcpy(&carry[nx + n], gacc, n_p * sizeof(double))
+    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i if pivot else -1}

@@ -16,8 +16,8 @@ from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_VJP,
                                      SYMDAE_PARAM_VJP)
-from symdae.core.dense cimport lu_solve_t
 from symdae.core.scheme cimport Scheme, call
+from symdae.core.sparse cimport SparseLU, apply_t
 
 
 cdef struct AdjointWork:
@@ -27,12 +27,13 @@ cdef struct AdjointWork:
     double* wv       # weights of the vjp kernels (3n + m)
 
 
-cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
-                              const symdae_args* x0, const Scheme* c, AdjointWork* w,
-                              const double* LU, const int* piv, double* xb,
-                              double* gacc) noexcept nogil:
-    """xb: adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the step's
-    parameter adjoint."""
+cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
+                            const symdae_args* x0, const Scheme* c, AdjointWork* w,
+                            const SparseLU* lu, const double* LU, const int* piv, double* xb,
+                            double* r) noexcept nogil:
+    """The state part of a backward step: xb, the adjoint of x_{i+1} in (x1), becomes that of
+    x_i (less its output source) (x0); r (n + m) receives the multiplier (r_d, r_c) of step
+    i -> i+1's residual rows. Uses w.hat and w.wv."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, k
     cdef double* qb = xb
     cdef double* vb = xb + n
@@ -41,35 +42,29 @@ cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
     cdef double* qh = w.hat
     cdef double* vh = w.hat + n
     for k in range(n):
-        w.mu[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
+        r[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
     for k in range(m):
-        w.mu[n + k] = lb[k]
-    lu_solve_t(LU, piv, w.mu, nm)
+        r[n + k] = lb[k]
+    apply_t(lu, LU, piv, r)
     for k in range(nm):
-        w.mu[k] = -w.mu[k]          # mu is now r = (r_d, r_c)
+        r[k] = -r[k]
     # predictor adjoints: role of x_{i+1} as the new state of step i -> i+1
     memcpy(qh, qb, n * sizeof(double))
     memcpy(vh, vb, n * sizeof(double))
     for k in range(n):
-        w.wv[k] = c.cM * w.mu[k]
-        w.wv[n + k] = w.mu[k]
+        w.wv[k] = c.cM * r[k]
+        w.wv[n + k] = r[k]
         w.wv[2 * n + m + k] = 0.0
     for k in range(m):
-        w.wv[2 * n + k] = w.mu[n + k] / c.s
+        w.wv[2 * n + k] = r[n + k] / c.s
     call(km, SYMDAE_STATE_VJP, x1, w.wv, w.hat)
-    # parameters at x_{i+1}: it enters step i -> i+1, and step i+1 -> i+2 through g_{i+1}
-    if km.n_p > 0:
-        for k in range(n):
-            w.wv[n + k] = w.mu[k] - c.ap * w.rd_next[k]
-        call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)
-    memcpy(w.rd_next, w.mu, n * sizeof(double))
     # x_i as the old state of step i -> i+1
     memset(xb, 0, (3 * n + m) * sizeof(double))
     if c.ap != 0.0:
         for k in range(n):
             w.wv[k] = 0.0
-            w.wv[n + k] = -c.ap * w.mu[k]
-            w.wv[2 * n + m + k] = -c.ap * w.mu[k]
+            w.wv[n + k] = -c.ap * r[k]
+            w.wv[2 * n + m + k] = -c.ap * r[k]
         for k in range(m):
             w.wv[2 * n + k] = 0.0
         call(km, SYMDAE_STATE_VJP, x0, w.wv, xb)
@@ -77,6 +72,33 @@ cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
         qb[k] += qh[k]
         vb[k] += c.h * qh[k] + vh[k]
         ab[k] += c.ca * qh[k] + c.cv1 * vh[k]
+
+
+cdef inline void step_weights(const symdae_model* km, const Scheme* c, const double* r,
+                              const double* rd_next, double* w) noexcept nogil:
+    """w[0 : 2n + m] = (cM r_d, r_d - ap rd_next, r_c / s): how step i's multiplier r and
+    step i+1's rd_next weigh (Ma, g, C) at x_{i+1} (x_{i+1} enters step i -> i+1, and step
+    i+1 -> i+2 through g_{i+1}): the weights of param_vjp, and of the design sweep's
+    second-order and input kernels."""
+    cdef int n = km.n, m = km.m, k
+    for k in range(n):
+        w[k] = c.cM * r[k]
+        w[n + k] = r[k] - c.ap * rd_next[k]
+    for k in range(m):
+        w[2 * n + k] = r[n + k] / c.s
+
+
+cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
+                              const symdae_args* x0, const Scheme* c, AdjointWork* w,
+                              const SparseLU* lu, const double* LU, const int* piv, double* xb,
+                              double* gacc) noexcept nogil:
+    """xb: adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the step's
+    parameter adjoint."""
+    state_step(km, x1, x0, c, w, lu, LU, piv, xb, w.mu)       # mu is now r = (r_d, r_c)
+    if km.n_p > 0:
+        step_weights(km, c, w.mu, w.rd_next, w.wv)
+        call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)
+    memcpy(w.rd_next, w.mu, km.n * sizeof(double))
 
 
 cdef inline void initial_g_adjoint(const symdae_model* km, const symdae_args* x0,

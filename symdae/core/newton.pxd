@@ -26,8 +26,9 @@ from libc.string cimport memcpy, memset
 
 from symdae.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
                                      SYMDAE_RESIDUAL_MAGNITUDE)
-from symdae.core.dense cimport lu_factor, lu_solve, DBL_EPSILON
+from symdae.core.dense cimport DBL_EPSILON
 from symdae.core.scheme cimport Scheme, predictor, call, time_terms
+from symdae.core.sparse cimport SparseLU, factorize, apply
 
 cdef enum Status:
     OK = 0
@@ -58,7 +59,7 @@ cdef struct NewtonWork:
     double* nu       # round-off level of each residual row
     double* fq       # rounding of (a, lam) that q's rounding implies
     double* K        # Newton matrix (nm x nm) at the last accepted state
-    double* LUr      # refreshed factorisation (nm x nm) and its pivots
+    double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
     int* pr
     double* tau      # time terms at t_{i+1}
 
@@ -73,15 +74,15 @@ cdef struct StepOutcome:
 
 
 cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
-                            double* K, double* LU, int* piv, int nm) noexcept nogil:
-    """Evaluate the Newton matrix at x into K and factorise a copy into LU."""
+                            const SparseLU* a, double* K, double* LU, int* piv) noexcept nogil:
+    """Evaluate the Newton matrix at x into K and factorise it into (LU, piv) (sparse.pxd).
+    K's structural zeros stay zero: the kernel never writes them."""
     call(km, SYMDAE_NEWTON, x, kw, K)
-    memcpy(LU, K, nm * nm * sizeof(double))
-    return lu_factor(LU, piv, nm)
+    return factorize(a, K, LU, piv)
 
 
 cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
-                                NewtonWork* w) noexcept nogil:
+                                const SparseLU* lu, NewtonWork* w) noexcept nogil:
     """nu_r <- round-off level of residual row r at the iterate x of a step.
 
     Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
@@ -92,10 +93,11 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     A constraint row sees a only through q, so it fixes a coordinate's acceleration only to
     fq; every Newton update then moves a by up to that much along the constrained
     coordinates, which the dynamic rows see through K: their floor gains |K_rk| fq_k for each
-    coordinate k a constraint involves (K: the iteration matrix, w.K).
+    coordinate k a constraint involves (K: the iteration matrix, w.K; those structural
+    nonzeros only, lu.nidx).
     """
-    cdef int k, r, j, n = km.n, m = km.m, nm = km.n + km.m
-    cdef double eps = DBL_EPSILON, cmax
+    cdef int k, e, idx, n = km.n, m = km.m, nm = km.n + km.m
+    cdef double eps = DBL_EPSILON
     for k in range(n):
         w.sz[k] = w.qsb[k] + c.s * fabs(x.a[k])
         w.sz[n + k] = w.vsb[k] + c.gh * fabs(x.a[k])
@@ -107,13 +109,9 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     for k in range(m):
         w.nu[n + k] = eps * w.mag[2 * n + k] / c.s
         w.fq[n + k] = fabs(x.lam[k]) * eps
-    for k in range(n):
-        cmax = 0.0
-        for j in range(m):
-            cmax = max(cmax, fabs(w.K[(n + j) * nm + k]))
-        if cmax > 0.0:
-            for r in range(n):
-                w.nu[r] += fabs(w.K[r * nm + k]) * w.fq[k]
+    for e in range(lu.nn):
+        idx = lu.nidx[e]
+        w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
 
 
 cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* a,
@@ -157,7 +155,7 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
 
 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
-                            NewtonWork* w, const double* LU, const int* piv,
+                            NewtonWork* w, const SparseLU* lu, const double* LU, const int* piv,
                             const double* qi, const double* vi, const double* ai,
                             const double* li, const double* a1, const double* l1,
                             const double* a2, const double* l2, int order,
@@ -199,7 +197,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         for k in range(m):
             w.R[n + k] = w.res[2 * n + k] / c.s
         if j == 1 or not have_noise:
-            residual_noise(km, x, c, w)
+            residual_noise(km, x, c, lu, w)
             have_noise = True
         rnorm = 0.0
         ratio = 0.0
@@ -222,13 +220,13 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         if refreshed and ratio > 0.5 * ratio_prev and ratio <= STALL_FACTOR:  # test (c)
             return OK
         ratio_prev = ratio
-        lu_solve(LU, piv, w.dy, nm)
+        apply(lu, LU, piv, w.dy)
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
             return OK
         if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
             # simplified Newton cannot reach the tolerance soon: full Newton from here on
-            out.pivot = factor_into(km, x, c.kw, w.K, w.LUr, w.pr, nm)
+            out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)
             out.refreshes += 1
             if out.pivot != 0:
                 # a singular or non-finite K at an iterate, not at an accepted state, means
@@ -241,7 +239,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             piv = w.pr
             for k in range(nm):
                 w.dy[k] = -w.R[k]
-            lu_solve(LU, piv, w.dy, nm)
+            apply(lu, LU, piv, w.dy)
         for k in range(nm):
             w.y[k] += w.dy[k]
         norm_prev = norm

@@ -95,3 +95,25 @@ cdef inline int* take_int(Arena* a, Py_ssize_t k) noexcept nogil:
     cdef int* p = NULL if a.i == NULL else a.i + a.ni
     a.ni += k
     return p
+
+
+cdef inline object arena_allocate(Arena* a):
+    """After a counting pass over a carve function: memory for what it took (one element of
+    slack, so zero-size buffers are valid pointers). The carve then runs again on it; keep
+    the returned arrays alive while the pointers are used."""
+    import numpy as np
+    cdef object d = np.zeros(a.nd + 1)
+    cdef object i = np.zeros(a.ni + 1, dtype=np.intc)
+    cdef double[::1] dv = d
+    cdef int[::1] iv = i
+    a.d = &dv[0]
+    a.i = &iv[0]
+    a.nd = 0
+    a.ni = 0
+    return d, i
+
+
+cdef inline void arena_check(Arena* a, object mem) except *:
+    """The second carve took exactly what the first counted."""
+    if a.nd + 1 != mem[0].shape[0] or a.ni + 1 != mem[1].shape[0]:
+        raise AssertionError("a sweep's work buffers changed size between the two passes")

@@ -12,8 +12,8 @@ from libc.string cimport memset
 
 from symdae.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_JVP,
                                      SYMDAE_PARAM_JVP, SYMDAE_OUTPUT_JVP)
-from symdae.core.dense cimport lu_solve
 from symdae.core.scheme cimport Scheme, predictor, call
+from symdae.core.sparse cimport SparseLU, apply
 
 
 cdef struct TangentWork:
@@ -27,7 +27,8 @@ cdef struct TangentWork:
 
 cdef inline void tangent_step(const symdae_model* km, const symdae_args* x1,
                               const symdae_args* x0, const Scheme* c, TangentWork* w,
-                              const double* LU, const int* piv, const double* dp,
+                              const SparseLU* lu, const double* LU, const int* piv,
+                              const double* dp,
                               const double* p1, const double* p0,
                               const double* dq, const double* dv, const double* da,
                               const double* dl, double* dq1, double* dv1, double* da1,
@@ -59,7 +60,7 @@ cdef inline void tangent_step(const symdae_model* km, const symdae_args* x1,
         call(km, SYMDAE_STATE_JVP, x0, w.w, w.r0)
         for k in range(n):
             w.rhs[k] -= c.ap * w.r0[n + k]
-    lu_solve(LU, piv, w.rhs, nm)
+    apply(lu, LU, piv, w.rhs)
     for k in range(n):
         da1[k] = -w.rhs[k]
         dq1[k] = w.dqh[k] - c.s * w.rhs[k]
