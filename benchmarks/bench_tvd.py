@@ -12,11 +12,14 @@ J + gradient of an order cost against the forward run, and the memory of the gra
    (target 20 us per step; the core factorises the dense 42 x 42 Newton matrix with LAPACK).
 3. On the same run: the order cost (eq. 5, orders 4, 6, 8 at 13 speed points, Hann windows of
    two cycles) alone, the forward sweep storing every step's factorisation, the adjoint sweep
-   alone (on a stored trajectory), J (simulate + cost) and J + adjoint gradient (simulate
-   storing the factorisations + cost + adjoint sweep), interleaved; ratios to the plain forward
-   sweep (target J + gradient <= 1.5 x forward).
-4. Peak memory (VmHWM of a child process) of one gradient over the reduced run-up
-   (425 000 steps) or the full one (1.3 million; needs ~19 GB), and of the forward run alone.
+   alone on that stored trajectory, J (simulate + cost), J + adjoint gradient by the default
+   path (``Experiment.evaluate``: the states are kept and the adjoint refactorises; a run
+   beyond the memory budget is checkpointed) and by storing every factorisation, interleaved;
+   ratios to the plain forward sweep (target J + gradient <= 1.5 x forward).
+4. Peak memory (VmHWM of a child process) over the reduced run-up (425 000 steps) or the full
+   one (1.3 million): the forward run alone, the default gradient, the gradient with a 128 MB
+   budget (checkpointed segments), and (reduced only) the gradient storing every
+   factorisation.
 """
 from __future__ import annotations
 
@@ -50,9 +53,9 @@ print(json.dumps({"import_and_model_file_s": t1 - t0, "compile_s": t2 - t1,
 _MEMORY_CHILD = r"""
 import json, sys, time
 import symdae
-from symdae import Measurement, adjoint_gradient
+from symdae.checkpoint import cost_and_gradient
 from symdae.costs.orders import OrderAnalysis, OrderCost, RunUp
-which, mode = sys.argv[1], sys.argv[2]
+which, mode, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]) or None
 model, ns = symdae.load_model("four_cylinder_tvd")
 system = model.compile()
 if which == "full":
@@ -60,23 +63,24 @@ if which == "full":
 else:
     params, sc = dict(ns["REDUCED"]), ns["REDUCED_SCENARIO"]
     band, step = ns["REDUCED_BAND_RPM"], ns["REDUCED_SPEED_STEP_RPM"]
+values = dict(zip(model.parameter_names, model.nominal_values)) | params
+an = OrderAnalysis.over_band(RunUp.of(values), band, step, (6,))
+cost = OrderCost("twist", an, [[1e-3] * an.n_speeds])       # any data of the right shape
 t0 = time.perf_counter()
-tr = system.simulate(sc, params={**params, **ns["START"]}, store_factorizations=mode == "gradient")
-t1 = time.perf_counter()
-out = {"steps": sc.n_steps, "forward_s": t1 - t0}
-if mode == "gradient":
-    values = dict(zip(model.parameter_names, model.nominal_values)) | params
-    an = OrderAnalysis.over_band(RunUp.of(values), band, step, (6,))
-    amp = an.curves(tr.t, tr.outputs["twist"]).amplitude      # any data of the right shape
-    cost = OrderCost("twist", an, amp, amplitude_scale=float(amp.max()))
-    J, dS = cost.evaluate(system, tr)
-    t2 = time.perf_counter()
-    adjoint_gradient(system, tr, dS)
-    out.update(cost_s=t2 - t1, adjoint_s=time.perf_counter() - t2)
+out = {"steps": sc.n_steps}
+if mode == "forward":
+    system.simulate(sc, params={**params, **ns["START"]})
+elif mode == "stored":       # every step's factorisation kept, then the adjoint
+    tr = system.simulate(sc, params={**params, **ns["START"]}, store_factorizations=True)
+    symdae.adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
+else:                        # the default gradient path (checkpointed beyond the budget)
+    run = cost_and_gradient(system, sc, cost, {**params, **ns["START"]}, memory_budget=budget)
+    out.update(segments=run.plan.segments, recomputed_steps=run.recomputed_steps)
+out["wall_s"] = time.perf_counter() - t0
 # the peak resident set of this process image (VmHWM; ru_maxrss can carry the parent's over
 # fork and exec)
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
-out["maxrss_gb"] = int(hwm) / 2**20
+out["peak_gb"] = int(hwm) / 2**20
 print(json.dumps(out))
 """
 
@@ -167,7 +171,12 @@ def main(argv=None) -> int:
     def J():
         cost.evaluate(system, system.simulate(sc, params=params))
 
-    def J_grad():
+    exp = symdae.Experiment(system, cost, sc, params=RUN)
+
+    def J_grad():        # the default path: states kept, the adjoint refactorises
+        exp.evaluate(ns["START"], gradient=True)
+
+    def J_grad_stored():
         tr = system.simulate(sc, params=params, store_factorizations=True)
         adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
@@ -177,7 +186,8 @@ def main(argv=None) -> int:
                      "forward, storing": lambda: system.simulate(sc, params=params,
                                                                  store_factorizations=True),
                      "adjoint alone": lambda: adjoint_gradient(system, stored, dS_stored),
-                     "J": J, "J + gradient": J_grad}, reps)
+                     "J": J, "J + gradient": J_grad,
+                     "J + gradient, storing": J_grad_stored}, reps)
     N, N_em = sc.n_steps, em_sc.n_steps
     fw = np.array(t["tvd forward"])
     ref = np.median(t["engine-mount forward"]) / N_em
@@ -189,21 +199,28 @@ def main(argv=None) -> int:
     print("   per step: " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
     print(f"\n3. order cost ({an.n_speeds} speed points x orders {list(an.orders)}), ratios to "
           "the forward sweep (medians):")
-    for k in ("order cost alone", "forward, storing", "adjoint alone", "J", "J + gradient"):
+    for k in ("order cost alone", "forward, storing", "adjoint alone", "J",
+              "J + gradient, storing", "J + gradient"):
         print(f"   {k:18s} {stats(t[k])} s  ratio {np.median(t[k]) / np.median(fw):.2f}"
               + ("  [target <= 1.5]" if k == "J + gradient" else ""))
 
     if args.memory != "none":
-        print(f"\n4. memory ({args.memory} run-up), child processes:")
-        for mode in ("forward", "gradient"):
+        print(f"\n4. memory ({args.memory} run-up), child processes (peak resident set):")
+        for mode, budget in (("forward", 0), ("gradient", 0), ("gradient", 2**27),
+                             ("stored", 0)):
+            if mode == "stored" and args.memory == "full":
+                continue          # 19 GB: measured once, see the README
             res = json.loads(subprocess.run(
-                [sys.executable, "-c", _MEMORY_CHILD, args.memory, mode], capture_output=True,
-                text=True, check=True).stdout.strip().splitlines()[-1])
-            extra = (f", cost {res['cost_s']:.1f} s, adjoint {res['adjoint_s']:.1f} s"
-                     if mode == "gradient" else "")
-            print(f"   {mode:8s}: peak RSS {res['maxrss_gb']:.2f} GB for {res['steps']} steps "
-                  f"({res['maxrss_gb'] * 2**30 / res['steps'] / 1e3:.1f} kB per step), forward "
-                  f"{res['forward_s']:.1f} s{extra}")
+                [sys.executable, "-c", _MEMORY_CHILD, args.memory, mode, str(budget)],
+                capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+            label = {"forward": "forward only", "stored": "gradient, storing factorisations",
+                     "gradient": "gradient (default path)" if not budget else
+                     f"gradient, budget {budget / 2**20:.0f} MB"}[mode]
+            extra = (f", {res['segments']} segment(s), {res['recomputed_steps']} steps "
+                     "recomputed" if "segments" in res else "")
+            print(f"   {label:34s}: {res['peak_gb']:.2f} GB for {res['steps']} steps "
+                  f"({res['peak_gb'] * 2**30 / res['steps'] / 1e3:.2f} kB per step), "
+                  f"{res['wall_s']:.1f} s{extra}")
     print(f"\n(this process: peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB)")
     return 0

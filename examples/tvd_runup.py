@@ -2,8 +2,8 @@
 vibration damper of the four-cylinder engine from the 6th engine order of the crankshaft twist
 in a run-up (spec shared/specs/frequency-domain.md, sections 2 and 4, checks 11-14).
 
-    python examples/tvd_runup.py            # the reduced run-up (425 000 steps), ~45 min
-    python examples/tvd_runup.py --full     # the full run-up (1.3 million steps)
+    python examples/tvd_runup.py            # the reduced run-up (425 000 steps), ~10 min
+    python examples/tvd_runup.py --full     # the full run-up (1.3 million steps), ~30 min
 
 Steps: (1) the physics: the 6th order of the twist at the true TVD values and without the TVD
 ring against the linearised torsional model (``torsional_frf`` in the model file); (2) the twin:
@@ -12,9 +12,10 @@ synthetic data from the true values, c1*, c2*, d1*, d2* identified from the spec
 exact discrete-adjoint gradient); (3) report.md with every number against the spec's bands, and
 the figures: window.png (Fig. 11), order.png (Fig. 12), orders.png (Fig. 13), convergence.png,
 physics.png (6th order with and without the TVD against the linear model).
-Needs 6.4 GB of memory for the reduced run-up's gradient (19.2 GB for the full one): the
-adjoint keeps every step's factorised 42 x 42 Newton matrix. ``--report-only`` rewrites
-report.md from report.json.
+A gradient keeps the states of every step (0.5 GB for the reduced run-up, 1.2 GB for the full
+one) and refactorises the Newton matrices in the adjoint sweep; beyond a quarter of the
+machine's memory it is checkpointed (symdae.checkpoint). ``--report-only`` rewrites report.md
+from report.json.
 """
 from __future__ import annotations
 

@@ -17,9 +17,9 @@ central differences with halved steps fall fourfold and their Richardson extrapo
 to 1e-6.
 
 Twin identification (CI size): the spec's start values (0.6 / 1.5 / 1.5 / 0.6 x true) on a
-0.42 s run-up through the TVD resonance, orders 4, 6, 8 (the 6th order alone takes ~110
-iterations from there because of the weak direction; that case is marked slow, and the spec's
-reduced run-up with the 6th order is examples/tvd_runup.py).
+0.42 s run-up through the TVD resonance, the 6th order (the spec's cost; ~110 iterations
+because of the weak direction) and orders 4, 6, 8 with weights (~35); the spec's reduced
+run-up is examples/tvd_runup.py. A checkpointed gradient equals the stored one.
 """
 from __future__ import annotations
 
@@ -225,10 +225,27 @@ def test_twin_identification_on_a_short_run_up(system):
     _check_twin(*_twin(system, (4, 6, 8)))
 
 
-@pytest.mark.slow
 def test_twin_identification_on_the_sixth_order(system):
-    """The spec's cost (6th order only) from the spec's start: ~110 iterations, ~100 s."""
+    """The spec's cost (6th order only) from the spec's start: ~110 iterations (10 s)."""
     _check_twin(*_twin(system, (6,)))
+
+
+def test_checkpointed_gradient_equals_the_stored_one(system, short_data):
+    """A memory budget that cuts the run into segments (recomputed in the adjoint sweep) gives
+    the gradient of the run kept whole, through the massless nodes' initial state too."""
+    cost = _cost(short_data, "power", "frequency")
+    params = {**SHORT, **NS["START"]}
+    tr = system.simulate(SHORT_RUN, params=params, store_factorizations=True)
+    g_ref = adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
+    exp = symdae.Experiment(system, cost, SHORT_RUN, params=SHORT, memory_budget=2**20)
+    from symdae.checkpoint import cost_and_gradient
+
+    run = cost_and_gradient(system, SHORT_RUN, cost, params, memory_budget=2**20)
+    assert run.plan.segments > 2
+    p = system.parameter_vector(params)
+    scale = np.max(np.abs(g_ref * p))
+    assert np.max(np.abs((run.gradient - g_ref) * p)) <= 1e-12 * scale
+    assert exp.evaluate(NS["START"], gradient=True).cost == pytest.approx(run.cost, rel=1e-15)
 
 
 # ---------------------------------------------------------------------------- command line
