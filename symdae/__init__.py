@@ -80,3 +80,9 @@ __all__ += [
     "EigenvalueGapWarning", "design_gradient", "input_gradient", "model_design",
     "study_inputs", "rms_error_scan", "compare_monte_carlo",
 ]
+
+# engine orders in a run-up (issue 9): speed ramp, order analysis (a Hann window of two cycles
+# per speed point) and the order cost (a FourierCost over those windows)
+from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: E402
+
+__all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]

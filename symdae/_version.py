@@ -2,4 +2,4 @@
 symdae/core/symdae_kernels.h (tests/test_kernel_spec.py checks it); the cache key hashes the
 generator's sources, so no generator version needs bumping by hand."""
 __version__ = "0.1.0"
-ABI_VERSION = 6
+ABI_VERSION = 7

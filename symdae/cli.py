@@ -116,16 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="quadrature weights of the least-squares cost (default: left, the "
                    "paper's eta_i = h for i < N)")
     p.add_argument("--quiet", action="store_true", help="no progress line per iteration")
-    p.add_argument("--domain", choices=["time", "frequency", "pod"], default="time",
+    p.add_argument("--domain", choices=["time", "frequency", "pod", "orders"], default="time",
                    help="time: least squares on the outputs (default); frequency: Fourier "
                    "amplitudes in a band (the frequency-domain paper's eq. 5; BFGS unless "
                    "--method is given); pod: least squares on the coefficients of proper "
-                   "orthogonal modes of the outputs")
+                   "orthogonal modes of the outputs; orders: engine orders against speed in "
+                   "a run-up (eq. 5 over speed points)")
     cli_pod.add_arguments(p, _assignment)
     from .frequency_report import add_frequency_options   # the frequency-domain options
     add_frequency_options(p, time_domain=_cmd_identify)
     from . import cli_design                               # optimal input design
     cli_design.add_parser(sub, _scenario_args, _assignment, _bound, _names)
+    from .order_report import add_order_options           # engine orders (--domain orders)
+    add_order_options(p)
     return parser
 
 

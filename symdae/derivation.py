@@ -54,6 +54,10 @@ class DerivedSystem:
     v0: sp.ImmutableMatrix
     q0_p: sp.ImmutableMatrix
     v0_p: sp.ImmutableMatrix
+    gdot: sp.ImmutableMatrix
+    gdot_q: sp.ImmutableMatrix
+    gdot_v: sp.ImmutableMatrix
+    gdot_p: sp.ImmutableMatrix
     sizes: dict = field(default_factory=dict)
     # input Jacobians (optimal input design: the exact gradient with respect to input samples)
     UM: sp.ImmutableMatrix | None = None
@@ -82,6 +86,19 @@ def _jac(vec: sp.MatrixBase, syms) -> sp.ImmutableMatrix:
     if len(syms) == 0 or vec.shape[0] == 0:
         return sp.ImmutableMatrix.zeros(vec.shape[0], len(syms))
     return _imm(vec.jacobian(list(syms)))
+
+
+def _massless_terms(g, JG, GV, Cq, S, n: int, m: int) -> sp.Matrix:
+    """gdot on the rows no constraint reaches (structurally zero C_q column), zero on the
+    others. Only those rows can be massless nodes: whether a row's mass vanishes is decided at
+    run time (a mass may be a parameter set to 0), so every such row gets its derivative."""
+    free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
+    gdot = sp.zeros(n, 1)
+    v, a = list(S.v), list(S.a)
+    for i in free:
+        gdot[i] = sum((JG[i, j] * v[j] + GV[i, j] * a[j] for j in range(n)), sp.S.Zero) \
+            + g[i].diff(S.t)
+    return gdot
 
 
 def derive(model: Model) -> DerivedSystem:
@@ -126,6 +143,8 @@ def derive(model: Model) -> DerivedSystem:
         cdot = gamma = sp.zeros(0, 1)
         Rc_q, gamma_v, Rc_p = sp.zeros(0, n), sp.zeros(0, n), sp.zeros(0, n_p)
 
+    gdot = _massless_terms(g, JG, GV, Cq, S, n, m)
+
     q0 = sp.Matrix([model.to_kernel(e) for e in model.initial_positions])
     v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
 
@@ -135,6 +154,7 @@ def derive(model: Model) -> DerivedSystem:
         Cq=_imm(Cq), Ma=_imm(Ma), g=_imm(g), JM=JM, JG=JG, GV=GV, PM=PM, PG=PG, PC=_imm(PC),
         s=_imm(s), Sx=_imm(Sx), Sp=_imm(Sp), cdot=_imm(cdot), gamma=_imm(gamma),
         Rc_q=_imm(Rc_q), gamma_v=_imm(gamma_v), Rc_p=_imm(Rc_p), q0=_imm(q0), v0=_imm(v0),
-        q0_p=_jac(q0, p), v0_p=_jac(v0, p), sizes=sizes,
+        q0_p=_jac(q0, p), v0_p=_jac(v0, p), gdot=_imm(gdot), gdot_q=_jac(gdot, S.q),
+        gdot_v=_jac(gdot, S.v), gdot_p=_jac(gdot, p), sizes=sizes,
         UM=_jac(Ma, S.u), UG=_jac(g, S.u), UC=_jac(C, S.u), Su=_jac(s, S.u),
     )

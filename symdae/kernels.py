@@ -19,6 +19,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs, n_x = 3n + 
     cdot = C_q v + C_t           gamma = d(cdot)/dq v + d(cdot)/dt    (C'' = C_q a + gamma)
     Rc = C_q a + gamma           x = (q, v, a, lam)
     U_M = d(Ma)/du               U_G = dg/du      U_C = dC/du    S_u = ds/du   (s: outputs)
+    gdot = J_G v + G_V a + dg/dt (on the rows no constraint reaches: massless nodes)
 
 Adding a kernel: one :class:`KernelSpec` entry in :data:`KERNELS` (placed before the internal
 time-term kernels), one enum line in the header and the ``.pxd``, and a new ABI number.
@@ -287,6 +288,11 @@ KERNELS = (
                accumulate=True, build=_state_hvp,
                doc="+= grad over (x, u) of wM.d(Ma) + wG.dg + wC.dC + wS.ds along (dx, dp): "
                    "the vjp of state_jvp + param_jvp and output_jvp (second order, input design)"),
+    KernelSpec("massless_rows", (_b("gdot", "n"), _b("gdot_q", "n", "n"), _b("gdot_v", "n", "n"),
+                                 _b("gdot_p", "n", "n_p")),
+               build=lambda ds, w: [ds.gdot, ds.gdot_q, ds.gdot_v, ds.gdot_p],
+               doc="gdot = J_G v + G_V a + dg/dt and its derivatives on the rows no constraint "
+                   "reaches (zero on the others): the initial accelerations of massless nodes"),
     KernelSpec("time_terms", (_b("tau", "n_tau"),), forward=True, internal=True,
                doc="the hoisted (t, p, u)-only terms the forward kernels read"),
     KernelSpec("time_terms_sensitivity", (_b("tau", "n_tau"),), internal=True,
