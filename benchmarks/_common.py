@@ -24,8 +24,9 @@ def machine_line() -> str:
     return f"machine : {cpu_model()}, nproc {os.cpu_count()}, load avg {load}"
 
 
-def interleaved(funcs: dict, reps: int) -> dict:
-    """{name: (median s, min s)} of interleaved repetitions after one warm-up each."""
+def interleaved_times(funcs: dict, reps: int) -> dict:
+    """{name: list of seconds} of interleaved repetitions after one warm-up each (the
+    machine is shared: each function sees the same load as its reference)."""
     for f in funcs.values():
         f()
     times = {k: [] for k in funcs}
@@ -34,4 +35,10 @@ def interleaved(funcs: dict, reps: int) -> dict:
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
-    return {k: (float(np.median(v)), float(np.min(v))) for k, v in times.items()}
+    return times
+
+
+def interleaved(funcs: dict, reps: int) -> dict:
+    """{name: (median s, min s)} of :func:`interleaved_times`."""
+    return {k: (float(np.median(v)), float(np.min(v)))
+            for k, v in interleaved_times(funcs, reps).items()}

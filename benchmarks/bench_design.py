@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_line  # noqa: E402
+from _common import interleaved_times as interleaved, machine_line  # noqa: E402
 
 import symdae  # noqa: E402
 from symdae.design_problem import DesignProblem  # noqa: E402
@@ -49,18 +49,6 @@ def load(name):
     system = model.compile()
     sc = ns["SCENARIO"].replace(inputs=ns["DESIGN"]["start_input"])
     return system, ns, sc
-
-
-def interleaved(funcs: dict, reps: int) -> dict:
-    times = {k: [] for k in funcs}
-    for f in funcs.values():        # warm-up
-        f()
-    for _ in range(reps):
-        for k, f in funcs.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return times
 
 
 def ratio_line(times: dict, ref: str, key: str) -> str:

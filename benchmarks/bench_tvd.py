@@ -32,7 +32,7 @@ import tempfile
 import time
 
 import numpy as np
-from _common import machine_line  # benchmarks/_common.py (the script folder is on sys.path)
+from _common import interleaved_times as interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae import Measurement, adjoint_gradient
@@ -85,19 +85,6 @@ print(json.dumps(out))
 """
 
 RUN = {"n0": 3900.0, "n1": 4700.0, "t0": 0.05, "t1": 0.95}
-
-
-def interleaved(funcs: dict, reps: int) -> dict:
-    """{name: list of seconds} of interleaved repetitions after one warm-up each."""
-    for f in funcs.values():
-        f()
-    times = {k: [] for k in funcs}
-    for _ in range(reps):
-        for k, f in funcs.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return times
 
 
 def build(fresh_runs: int) -> dict:

@@ -26,23 +26,13 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import DataError, InputError
-from .fourier import Line, Spectrum, Window, fourier_map
+from .fourier import Line, Spectrum, Window, _finite as _number, fourier_map
 from .frequency import FourierCost
 
 __all__ = ["RunUp", "OrderAnalysis", "OrderCurves", "OrderCost", "TRACKING"]
 
 TRACKING = ("frequency", "angle")
 _TOL = 1e-9
-
-
-def _number(x, what: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number, got {x!r}") from None
-    if not math.isfinite(v):
-        raise InputError(f"{what} is not finite ({x!r})")
-    return v
 
 
 @dataclass(frozen=True)
