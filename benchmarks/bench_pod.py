@@ -7,12 +7,12 @@ a POD cost and its gradient cost next to the forward sweep.
    (n = 2 ne + 2 coordinates): cold build into a temporary cache (derive, emit, compile from
    build_info), and the forward sweep per step (h = 1e-4, 2000 steps, alpha = -0.05; median of
    interleaved repetitions over all ne). Log-log slopes against n say how the per-step time
-   grows: the core refactorises a dense (n x n) Newton matrix every step, so expect up to n^3
-   for large n, not the n of a banded solver.
+   grows: the core's sparse LU of the banded Newton matrix should make it linear in n.
 2. The 10-element beam, reference scenario (1 s, 10 000 steps), at EI = 400 with the uncertain
    joints, POD cost on mode 4 against synthetic data: the cost alone (J and dJ/dS on a stored
    trajectory) for both bases and for least squares on the 11 outputs, and forward /
-   J / J + adjoint gradient, interleaved, as ratios to the plain forward sweep.
+   J / J + adjoint gradient (``Experiment.evaluate``, the default path), interleaved, as
+   ratios to the plain forward sweep.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
-from symdae import Measurement, PODCost, adjoint_gradient
+from symdae import Measurement, PODCost
 from symdae.costs import LeastSquares
 
 
@@ -73,7 +73,7 @@ def pod_costs(reps):
     costs = {"POD mode 4, measured basis": PODCost(data, outs, mode=4),
              "POD mode 4, simulated basis": PODCost(data, outs, mode=4, basis="simulated"),
              "least squares, 11 outputs": LeastSquares(data, outs)}
-    traj = system.simulate(sc, params=P, store_factorizations=True)
+    traj = system.simulate(sc, params=P)
     for c in costs.values():
         c.evaluate(system, traj)                  # aligns and decomposes the data once
     alone = interleaved({k: (lambda c=c: c.evaluate(system, traj)) for k, c in costs.items()},
@@ -86,12 +86,9 @@ def pod_costs(reps):
     for k, c in costs.items():
         funcs[f"J: {k}"] = lambda c=c: c.evaluate(system, forward())
 
-        def jg(c=c):
-            tr = system.simulate(sc, params=P, store_factorizations=True)
-            J, dS = c.evaluate(system, tr)
-            return J, adjoint_gradient(system, tr, dS)
-
-        funcs[f"J + gradient: {k}"] = jg
+        # the default gradient path (states kept, the adjoint refactorises)
+        exp = symdae.Experiment(system, c, sc, params=P)
+        funcs[f"J + gradient: {k}"] = lambda exp=exp: exp.evaluate(gradient=True)
     t = interleaved(funcs, reps)
     f0 = t["forward"][0]
     print(f"\n10-element beam, {sc.n_steps} steps, EI = 400, uncertain joints "

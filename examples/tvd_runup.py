@@ -2,8 +2,8 @@
 vibration damper of the four-cylinder engine from the 6th engine order of the crankshaft twist
 in a run-up (spec shared/specs/frequency-domain.md, sections 2 and 4, checks 11-14).
 
-    python examples/tvd_runup.py            # the reduced run-up (425 000 steps), ~10 min
-    python examples/tvd_runup.py --full     # the full run-up (1.3 million steps), ~30 min
+    python examples/tvd_runup.py            # the reduced run-up (425 000 steps), ~5 min
+    python examples/tvd_runup.py --full     # the full run-up (1.3 million steps), ~12 min
 
 Steps: (1) the physics: the 6th order of the twist at the true TVD values and without the TVD
 ring against the linearised torsional model (``torsional_frf`` in the model file); (2) the twin:

@@ -21,7 +21,7 @@ from .costs import (Cost, CostSum, FourierCost, LeastSquares, Line, OutputIntegr
                     Window, fourier_coefficients)
 from .data import Measurement
 from .experiment import Evaluation, Experiment, evaluate_many
-from .identification import IdentificationResult, identify
+from .identification import IdentificationResult, choose_method, identify
 from .scenario import Scenario
 from .model import Model
 from .pipeline import compile_model
@@ -35,7 +35,7 @@ __all__ = [
     "default_cache_dir", "System", "Trajectory", "load_model", "bundled_models",
     "adjoint_gradient", "tangent", "TangentResult", "Cost", "CostSum", "LeastSquares",
     "OutputIntegral", "Measurement", "Scenario", "Experiment", "Evaluation", "evaluate_many",
-    "identify", "IdentificationResult", "FourierCost", "Window", "Line", "Spectrum",
+    "identify", "choose_method", "IdentificationResult", "FourierCost", "Window", "Line", "Spectrum",
     "fourier_coefficients",
     "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError", "SimulationError",
     "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",

@@ -100,13 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "model file's START, else the nominal value)")
     p.add_argument("--bound", action="append", type=_bound, default=[],
                    metavar="NAME=LOWER:UPPER", help="bounds of a free parameter")
-    p.add_argument("--method", default="L-BFGS-B",
-                   choices=["L-BFGS-B", "BFGS", "trust-constr", "least_squares", "lm",
+    p.add_argument("--method", default="auto",
+                   choices=["auto", "L-BFGS-B", "BFGS", "trust-constr", "least_squares", "lm",
                             "gauss-newton-plain"],
-                   help="L-BFGS-B (default), BFGS, trust-constr: scipy.optimize.minimize with "
-                   "the adjoint gradient; least_squares (trust-region Gauss-Newton, bounds), "
-                   "lm (Levenberg-Marquardt), gauss-newton-plain: on the residuals with the "
-                   "exact tangent Jacobian")
+                   help="auto (default): least_squares for least-squares costs with up to 20 "
+                   "free parameters, else L-BFGS-B; L-BFGS-B, BFGS, trust-constr: "
+                   "scipy.optimize.minimize with the adjoint gradient; least_squares "
+                   "(trust-region Gauss-Newton, bounds), lm (Levenberg-Marquardt), "
+                   "gauss-newton-plain: on the residuals with the exact tangent Jacobian")
     p.add_argument("--noise", action="append", default=[],
                    metavar="[NAME=]SIGMA", help="noise standard deviation of a fitted output "
                    "(repeatable), or one for all, for the standard errors in the report "

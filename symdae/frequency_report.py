@@ -72,7 +72,7 @@ def add_frequency_options(parser, time_domain) -> None:
     def run(args):
         if args.domain == "frequency":
             return identify_in_frequency_domain(args)
-        args.method = args.method or "L-BFGS-B"
+        args.method = args.method or "auto"
         return time_domain(args)
 
     parser.set_defaults(func=run, method=None)

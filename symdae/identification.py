@@ -22,10 +22,14 @@ from .errors import InputError, SimulationError, UnknownNameError
 from .progress import report
 from .threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
+from .checkpoint import DEFAULT_MEMORY_FRACTION
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
+from .residuals import least_squares_terms
+from .scenario import physical_memory
 from .statistics import check_noise, statistics_or_reason
 
-__all__ = ["IdentificationResult", "identify", "DEFAULT_OPTIONS"]
+__all__ = ["IdentificationResult", "identify", "choose_method", "DEFAULT_OPTIONS",
+           "AUTO_GAUSS_NEWTON_MAX_FREE"]
 
 # L-BFGS-B's ftol is relative to max(|J|, 1): once J < 1 it acts as an absolute threshold and
 # stops long before the cost reaches round-off, so symdae switches it off and stops on the
@@ -35,6 +39,13 @@ DEFAULT_OPTIONS = {
     "BFGS": {"gtol": 0.0},
     "trust-constr": {"gtol": 1e-300, "xtol": 1e-15},
 }
+
+# method="auto" takes Gauss-Newton (least_squares) up to this many free parameters: an
+# iteration costs one forward sweep plus one tangent sweep per parameter (about 0.5 forward
+# sweeps each), against 1.4-1.6 forward sweeps per L-BFGS-B evaluation; on the engine mount
+# Gauss-Newton needs 7 iterations where L-BFGS-B needs 60 (82 evaluations), so it wins until
+# the tangent directions outweigh the saved iterations (benchmarks/bench_gauss_newton.py).
+AUTO_GAUSS_NEWTON_MAX_FREE = 20
 
 
 @dataclass
@@ -218,8 +229,29 @@ def _start_values(exps, free, start) -> dict:
     return {k: float(start[k]) for k in free}
 
 
+def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
+    """What ``method="auto"`` takes, and why: ``"least_squares"`` (Gauss-Newton with the
+    tangent Jacobian) when every experiment's cost is a sum of LeastSquares terms, at most
+    :data:`AUTO_GAUSS_NEWTON_MAX_FREE` parameters are free and every step's factorisation (which
+    the tangent sweeps reuse) fits the experiment's memory budget; else ``"L-BFGS-B"`` with
+    the adjoint gradient (any cost, any number of parameters, memory-bounded)."""
+    exps = [experiments] if isinstance(experiments, Experiment) else list(experiments)
+    if len(free) > AUTO_GAUSS_NEWTON_MAX_FREE:
+        return "L-BFGS-B", (f"{len(free)} free parameters (Gauss-Newton up to "
+                            f"{AUTO_GAUSS_NEWTON_MAX_FREE})")
+    for e in exps:
+        ls, other = least_squares_terms(e.cost)
+        if other or not ls:
+            return "L-BFGS-B", f"experiment {e.name!r} has a cost that is not least squares"
+        budget = e.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
+        if 8 * e.system.sizes.nm ** 2 * e.scenario.n_steps > budget:
+            return "L-BFGS-B", (f"experiment {e.name!r}: the factorisations of its "
+                                f"{e.scenario.n_steps} steps exceed its memory budget")
+    return "least_squares", "least-squares costs only"
+
+
 def identify(experiments, free: Sequence[str], start: Mapping | None = None,
-             bounds: Mapping | None = None, *, method: str = "L-BFGS-B", scaling="start",
+             bounds: Mapping | None = None, *, method: str = "auto", scaling="start",
              max_iterations: int = 500, options: Mapping | None = None,
              progress: bool | Callable = True,
              executor: Executor | None = None, noise=None,
@@ -238,14 +270,17 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     bounds:
         ``{name: (lower, upper)}`` in physical units (None for no bound on a side).
     method:
-        ``"L-BFGS-B"`` (default), ``"BFGS"`` or ``"trust-constr"`` (scipy.optimize.minimize
-        with the adjoint gradient); or ``"least_squares"``, ``"lm"``,
-        ``"gauss-newton-plain"``: Gauss-Newton / Levenberg-Marquardt on the residuals of
-        least-squares costs with their exact Jacobian (:mod:`symdae.least_squares`).
+        ``"auto"`` (default: :func:`choose_method`, Gauss-Newton for least-squares costs with
+        few parameters, where it needs a few iterations instead of dozens, else L-BFGS-B);
+        ``"L-BFGS-B"``, ``"BFGS"`` or ``"trust-constr"`` (scipy.optimize.minimize with the
+        adjoint gradient); or ``"least_squares"``, ``"lm"``, ``"gauss-newton-plain"``:
+        Gauss-Newton / Levenberg-Marquardt on the residuals of least-squares costs with their
+        exact Jacobian (:mod:`symdae.least_squares`). The result's ``method`` says which ran.
     scaling:
         ``"start"`` (optimise w = p / p_start), ``"none"`` or ``{name: scale}``.
     options:
-        Passed to scipy.optimize.minimize, on top of :data:`DEFAULT_OPTIONS`.
+        Passed to the scipy optimiser (minimize on top of :data:`DEFAULT_OPTIONS`, or
+        least_squares); they depend on the method, so name the method with them.
     progress:
         True prints one line per iteration to stderr; a callable receives each history entry.
     executor:
@@ -259,8 +294,13 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     """
     free = list(free)
     exps = _check_experiments(experiments, free)
+    if method == "auto":
+        if options:
+            raise InputError(f"options {sorted(options)} belong to one optimiser: give method "
+                             "(e.g. 'L-BFGS-B' or 'least_squares') with them, not 'auto'")
+        method = choose_method(exps, free)[0]
     if method not in DEFAULT_OPTIONS and method not in LEAST_SQUARES_METHODS:
-        raise InputError(f"method must be one of {list(DEFAULT_OPTIONS)} or "
+        raise InputError(f"method must be one of ['auto'] + {list(DEFAULT_OPTIONS)} or "
                          f"{list(LEAST_SQUARES_METHODS)}, got {method!r}")
     if bounds and method == "BFGS":
         raise InputError("BFGS does not take bounds; use L-BFGS-B or trust-constr")

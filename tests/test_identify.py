@@ -308,8 +308,43 @@ def test_a_cost_undefined_at_a_trial_point_makes_the_line_search_back_off(oscill
         objective([70.0, 0.4], strict=True)
     assert "at the start values" in "".join(getattr(info.value, "__notes__", ["at the start values"]))
     # the identification from a start inside the defined region still gets there
-    res = identify(exp, ["c", "d"], start=START_OSC, progress=False)
+    res = identify(exp, ["c", "d"], start=START_OSC, method="L-BFGS-B", progress=False)
     assert_recovered(res, TRUTH_OSC)
     assert "backed off" in res.message
     with pytest.raises(symdae.PODModeError, match="does not correspond"):
-        identify(exp, ["c", "d"], start={"c": 70.0, "d": 0.4}, progress=False)
+        identify(exp, ["c", "d"], start={"c": 70.0, "d": 0.4}, method="L-BFGS-B",
+                 progress=False)
+
+
+# ---------------------------------------------------------------------------- method="auto"
+def test_auto_takes_gauss_newton_for_least_squares_and_l_bfgs_b_otherwise(experiment):
+    from symdae.costs import OutputIntegral
+    assert symdae.choose_method(experiment, ["c", "d"])[0] == "least_squares"
+    res = identify(experiment, ["c", "d"], START_OSC, progress=False)
+    assert res.method == "least_squares" and res.n_iterations < 20
+    assert_recovered(res, TRUTH_OSC)
+    # a cost with a term that is not a sum of squares: the adjoint gradient
+    mixed = Experiment(experiment.system, experiment.cost + OutputIntegral("a", weight=1e-9),
+                       experiment.scenario, params=experiment.params)
+    method, why = symdae.choose_method(mixed, ["c", "d"])
+    assert method == "L-BFGS-B" and "not least squares" in why
+    assert identify(mixed, ["c", "d"], START_OSC, progress=False, statistics=False,
+                    max_iterations=2).method == "L-BFGS-B"
+    # factorisations that would not fit the memory budget: the adjoint (memory-bounded)
+    tight = Experiment(experiment.system, experiment.cost, experiment.scenario,
+                       params=experiment.params, memory_budget=1000)
+    method, why = symdae.choose_method(tight, ["c", "d"])
+    assert method == "L-BFGS-B" and "memory budget" in why
+    # more free parameters than Gauss-Newton's tangent directions pay for
+    many = [f"x{k}" for k in range(symdae.identification.AUTO_GAUSS_NEWTON_MAX_FREE + 1)]
+    method, why = symdae.choose_method(experiment, many)
+    assert method == "L-BFGS-B" and "21 free parameters" in why
+
+
+def test_auto_refuses_options_that_belong_to_one_optimiser(experiment):
+    with pytest.raises(symdae.InputError, match="give method"):
+        identify(experiment, ["c", "d"], START_OSC, options={"maxcor": 20}, progress=False)
+    res = identify(experiment, ["c", "d"], START_OSC, method="L-BFGS-B",
+                   options={"maxcor": 20}, progress=False)
+    assert res.method == "L-BFGS-B"
+    assert_recovered(res, TRUTH_OSC)
