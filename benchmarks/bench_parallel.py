@@ -63,10 +63,11 @@ def main():
         med = statistics.median(t)
         print(f"  {name:12s} {med * 1e3:8.1f} ms   speed-up {base / med:4.2f}")
     t0 = time.perf_counter()
-    serial = identify(exps[:2], ns["FREE"], start, progress=False)
+    serial = identify(exps[:2], ns["FREE"], start, method="L-BFGS-B", progress=False)
     t_serial = time.perf_counter() - t0
     t0 = time.perf_counter()
-    threaded = identify(exps[:2], ns["FREE"], start, progress=False, executor=threads)
+    threaded = identify(exps[:2], ns["FREE"], start, method="L-BFGS-B", progress=False,
+                        executor=threads)
     t_threads = time.perf_counter() - t0
     same = serial.values == threaded.values
     print(f"identification from two experiments: serial {t_serial:.2f} s, two threads "
