@@ -31,7 +31,7 @@ from .sensitivity import adjoint_gradient, directions
 from .trajectory import Trajectory
 
 __all__ = ["MemoryPlan", "plan", "GradientRun", "cost_and_gradient", "DEFAULT_MEMORY_FRACTION",
-           "checkpointed_sensitivities"]
+           "checkpointed_sensitivities", "state_row_bytes"]
 
 DEFAULT_MEMORY_FRACTION = 0.25   # of the machine's memory, for the states a gradient keeps
 
@@ -53,8 +53,9 @@ class MemoryPlan:
         return self.segments > 1
 
 
-def _row_bytes(sizes) -> int:
-    # q, v, a (n each), lam (m), outputs (n_s), inputs (n_u), one row each per step
+def state_row_bytes(sizes) -> int:
+    """Bytes a trajectory keeps per step: q, v, a (n each), lam (m), outputs (n_s), inputs
+    (n_u)."""
     return 8 * (sizes.nx + sizes.n_s + sizes.n_u)
 
 
@@ -69,7 +70,7 @@ def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
     budget = int(DEFAULT_MEMORY_FRACTION * physical_memory()) if budget is None else budget
     if not isinstance(budget, (int, np.integer)) or budget <= 0:
         raise InputError(f"memory budget must be a positive number of bytes, got {budget!r}")
-    row, ck = _row_bytes(sizes), _checkpoint_bytes(sizes)
+    row, ck = state_row_bytes(sizes), _checkpoint_bytes(sizes)
     if (steps + 1) * row <= budget:
         return MemoryPlan(steps, steps, 1, (steps + 1) * row, 0, budget)
     # half the budget for one segment's states, half for the checkpoints

@@ -22,7 +22,7 @@ from .errors import InputError, SimulationError, UnknownNameError
 from .progress import report
 from .threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
-from .checkpoint import DEFAULT_MEMORY_FRACTION
+from .checkpoint import DEFAULT_MEMORY_FRACTION, state_row_bytes
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
 from .residuals import least_squares_terms
 from .scenario import physical_memory
@@ -232,9 +232,10 @@ def _start_values(exps, free, start) -> dict:
 def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
     """What ``method="auto"`` takes, and why: ``"least_squares"`` (Gauss-Newton with the
     tangent Jacobian) when every experiment's cost is a sum of LeastSquares terms, at most
-    :data:`AUTO_GAUSS_NEWTON_MAX_FREE` parameters are free and every step's factorisation (which
-    the tangent sweeps reuse) fits the experiment's memory budget; else ``"L-BFGS-B"`` with
-    the adjoint gradient (any cost, any number of parameters, memory-bounded)."""
+    :data:`AUTO_GAUSS_NEWTON_MAX_FREE` parameters are free and the states of every step (which
+    the tangent sweep for the Jacobian needs) fit the experiment's memory budget; else
+    ``"L-BFGS-B"`` with the adjoint gradient (any cost, any number of parameters,
+    checkpointed beyond the budget)."""
     exps = [experiments] if isinstance(experiments, Experiment) else list(experiments)
     if len(free) > AUTO_GAUSS_NEWTON_MAX_FREE:
         return "L-BFGS-B", (f"{len(free)} free parameters (Gauss-Newton up to "
@@ -244,9 +245,10 @@ def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
         if other or not ls:
             return "L-BFGS-B", f"experiment {e.name!r} has a cost that is not least squares"
         budget = e.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
-        if 8 * e.system.sizes.nm ** 2 * e.scenario.n_steps > budget:
-            return "L-BFGS-B", (f"experiment {e.name!r}: the factorisations of its "
-                                f"{e.scenario.n_steps} steps exceed its memory budget")
+        if (e.scenario.n_steps + 1) * state_row_bytes(e.system.sizes) > budget:
+            return "L-BFGS-B", (f"experiment {e.name!r}: the states of its "
+                                f"{e.scenario.n_steps} steps exceed its memory budget (the "
+                                "adjoint gradient is checkpointed, the tangent Jacobian not)")
     return "least_squares", "least-squares costs only"
 
 

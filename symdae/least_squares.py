@@ -65,15 +65,15 @@ class Residuals:
         return {k: float(v) for k, v in zip(self.free, np.asarray(w) * self.scales)}
 
     def _map(self, params, free, trajectories):
-        # the residuals keep the factorisations: the Jacobian at the same point reuses them
+        # the residuals keep the trajectory (states only): the Jacobian at the same point runs
+        # the tangent on it, refactorising each step's Newton matrix (the same numbers as
+        # stored factorisations, and cheaper than writing one (n+m)^2 matrix per step)
         exps = self.experiments
         trajs = trajectories or [None] * len(exps)
         if self.executor is None:
-            return [experiment_residuals(e, params, free, trajectory=tr,
-                                         store_factorizations=True)
+            return [experiment_residuals(e, params, free, trajectory=tr)
                     for e, tr in zip(exps, trajs)]
-        futures = [self.executor.submit(experiment_residuals, e, params, free, trajectory=tr,
-                                        store_factorizations=True)
+        futures = [self.executor.submit(experiment_residuals, e, params, free, trajectory=tr)
                    for e, tr in zip(exps, trajs)]
         return [f.result() for f in futures]
 

@@ -116,14 +116,16 @@ def experiment_residuals(experiment, params: Mapping, free: Sequence[str] | None
     along the free parameters (one tangent sweep).
 
     ``strict``: refuse a cost with terms that are not least squares (Gauss-Newton needs the
-    whole cost as a sum of squares). ``trajectory``: reuse one simulated at ``params``
-    (with ``store_factorizations=True``, the tangent sweep reuses its factorisations).
-    ``store_factorizations``: keep them in the trajectory for a later Jacobian.
+    whole cost as a sum of squares). ``trajectory``: reuse one simulated at ``params``.
+    The tangent sweep refactorises each step's Newton matrix from the states (bit for bit
+    the forward sweep's), or reuses the factorisations of a trajectory simulated with
+    ``store_factorizations=True`` (which costs more than refactorising on the models
+    measured, and (n+m)^2 doubles per step of memory).
     """
     if strict:
         check_least_squares_costs([experiment])
     traj = trajectory if trajectory is not None else \
-        experiment.simulate(params, gradient=store_factorizations or free is not None)
+        experiment.simulate(params, gradient=store_factorizations)
     ds = None if free is None else tangent(experiment.system, traj, list(free)).ds
     return ExperimentResiduals(residual_blocks(experiment.system, traj, experiment.cost,
                                                experiment.name, ds), traj)

@@ -8,7 +8,7 @@ import pytest
 
 import symdae
 from symdae import Experiment, LeastSquares, Scenario
-from symdae.checkpoint import (_checkpoint_bytes, _row_bytes, checkpointed_sensitivities,
+from symdae.checkpoint import (_checkpoint_bytes, state_row_bytes, checkpointed_sensitivities,
                                cost_and_gradient, plan)
 from symdae.errors import InputError
 from symdae.kernels import Sizes
@@ -17,7 +17,7 @@ from symdae.kernels import Sizes
 def budget_for(system, steps: int, segments: int) -> int:
     """A budget that makes about ``segments`` segments of a ``steps``-step run."""
     sz = system.sizes
-    return max(2 * _row_bytes(sz) * (steps // segments + 2),
+    return max(2 * state_row_bytes(sz) * (steps // segments + 2),
                2 * (segments + 1) * _checkpoint_bytes(sz))
 
 

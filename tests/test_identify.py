@@ -330,7 +330,7 @@ def test_auto_takes_gauss_newton_for_least_squares_and_l_bfgs_b_otherwise(experi
     assert method == "L-BFGS-B" and "not least squares" in why
     assert identify(mixed, ["c", "d"], START_OSC, progress=False, statistics=False,
                     max_iterations=2).method == "L-BFGS-B"
-    # factorisations that would not fit the memory budget: the adjoint (memory-bounded)
+    # states that would not fit the memory budget: the adjoint (checkpointed)
     tight = Experiment(experiment.system, experiment.cost, experiment.scenario,
                        params=experiment.params, memory_budget=1000)
     method, why = symdae.choose_method(tight, ["c", "d"])

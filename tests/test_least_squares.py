@@ -186,18 +186,23 @@ def test_engine_mount_gauss_newton_from_the_papers_start(record_property):
         identify(exp, ns["FREE"], ns["START"], method="gauss-newton-plain", progress=False)
 
 
-def test_the_jacobian_reuses_the_stored_factorisations(osc_experiment):
-    """The residual evaluation keeps each step's factorisation, so the tangent sweep for the
-    Jacobian at the same point refactorises nothing (and gives the same Jacobian as a fresh
-    simulation)."""
+def test_the_jacobian_reuses_the_trajectory_of_the_residuals(osc_experiment):
+    """The residual evaluation keeps its trajectory (states only, no factorisations), so the
+    Jacobian at the same point is one tangent sweep and no simulation, and equals the
+    Jacobian from a fresh simulation and from stored factorisations bit for bit."""
     from symdae.least_squares import Residuals
+    from symdae.residuals import experiment_residuals
 
     res = Residuals([osc_experiment], ["c", "d"], np.array([28.0, 0.6]))
     w = np.array([1.1, 0.9])
     res.residuals(w)
     (traj,) = [r.trajectory for r in res._results]
-    assert traj._sweep.forward.saved is not None
+    assert traj._sweep.forward.saved is None
     J = res.jacobian(w)
     assert res.simulations == 1 and res.jacobians == 1
+    stored = experiment_residuals(osc_experiment, res.physical(w), ["c", "d"],
+                                  store_factorizations=True)
+    assert stored.trajectory._sweep.forward.saved is not None
+    assert np.array_equal(J, stored.jacobian() * np.array([28.0, 0.6]))
     _, J_fresh = residuals_and_jacobian([osc_experiment], ["c", "d"], res.physical(w))
     assert np.array_equal(J, J_fresh * np.array([28.0, 0.6]))
