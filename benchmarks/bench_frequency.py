@@ -84,16 +84,6 @@ def cost_overhead(system, ns, reps: int) -> None:
           f"{r['J+grad Fourier'][0] / r['J'][0]:.2f}")
 
 
-def converged_at(result, rel: float = 1e-6) -> int:
-    final = result.values
-    ok = [all(abs(e["values"][k] / final[k] - 1) <= rel for k in final) for e in
-          result.history]
-    first = len(ok)
-    while first > 0 and ok[first - 1]:
-        first -= 1
-    return result.history[first]["iteration"]
-
-
 def cart_example(system, ns, t_end: float | None) -> None:
     sc = ns["SCENARIO"] if t_end is None else ns["SCENARIO"].replace(t_end=t_end)
     data = Measurement.from_trajectory(system.simulate(sc), ["phi1"])
@@ -113,7 +103,7 @@ def cart_example(system, ns, t_end: float | None) -> None:
             res = identify(exp, ns["FREE"], ns["START"], method="BFGS", progress=False)
             err = res.relative_error(TRUE)
             rows[domain, d_c] = err
-            print(f"   {domain:14s} {d_c:9g} {res.n_iterations:5d} {converged_at(res):7d} "
+            print(f"   {domain:14s} {d_c:9g} {res.n_iterations:5d} {res.settled_at():7d} "
                   f"{res.n_simulations:6d} {res.wall_time:7.2f} {res.values['c_f']:10.6f} "
                   f"{res.values['d_f']:10.7f} {err['c_f']:9.2e} {err['d_f']:9.2e} "
                   f"{res.start_cost:9.2e} {res.cost:9.2e}")

@@ -29,7 +29,7 @@ from .sensitivity import tangent
 
 __all__ = ["OutputSensitivities", "output_sensitivities", "noise_covariance",
            "fisher_matrix", "FisherInformation", "fisher_information", "ParameterStatistics",
-           "parameter_statistics", "parameter_scales", "RCOND", "COND_WARNING",
+           "parameter_statistics", "parameter_scales", "noise_levels", "RCOND", "COND_WARNING",
            "CORRELATION_WARNING", "RELATIVE_ERROR_WARNING"]
 
 # lambda_min / lambda_max of the scaled F below this: singular, a direction is not identifiable
@@ -113,30 +113,39 @@ def _sigma(name: str, x) -> float:
     return float(x)
 
 
+def noise_levels(noise, outputs: Sequence[str]) -> dict:
+    """{output: standard deviation} from one number for every output or a mapping that
+    covers ``outputs`` exactly."""
+    outputs = list(outputs)
+    if isinstance(noise, numbers.Real):       # bool included: refused by _sigma
+        return {k: _sigma(k, noise) for k in outputs}
+    if not isinstance(noise, Mapping):
+        raise InputError("noise must be one standard deviation or {output: standard "
+                         f"deviation}} for the outputs {outputs}; got {type(noise).__name__}")
+    unknown = [k for k in noise if k not in outputs]
+    if unknown:
+        raise UnknownNameError(f"noise given for {unknown}, which are not among the "
+                               f"outputs {outputs}")
+    missing = [k for k in outputs if k not in noise]
+    if missing:
+        raise InputError(f"no noise level for output(s) {missing}; give one for each of "
+                         f"{outputs}")
+    return {k: _sigma(k, noise[k]) for k in outputs}
+
+
 def noise_covariance(outputs: Sequence[str], noise=None) -> np.ndarray:
     """R (n_outputs x n_outputs), the noise covariance of one sample, from ``noise``:
 
     None (R = I, the paper's choice), one standard deviation for every output, ``{output:
-    standard deviation}`` covering every output, a 1-D array of standard deviations or a
-    full covariance matrix in the order of ``outputs``.
+    standard deviation}`` covering every output (:func:`noise_levels`), a 1-D array of
+    standard deviations or a full covariance matrix in the order of ``outputs``.
     """
     outputs = list(outputs)
     n = len(outputs)
     if noise is None:
         return np.eye(n)
-    if isinstance(noise, Mapping):
-        unknown = [k for k in noise if k not in outputs]
-        if unknown:
-            raise UnknownNameError(f"noise given for {unknown}, which are not among the "
-                                   f"outputs {outputs}")
-        missing = [k for k in outputs if k not in noise]
-        if missing:
-            raise InputError(f"no noise level for output(s) {missing}; give one for each of "
-                             f"{outputs}")
-        return np.diag([_sigma(k, noise[k]) ** 2 for k in outputs])
-    if isinstance(noise, numbers.Real):       # bool included: refused by _sigma
-        s = _sigma(", ".join(outputs), noise)
-        return np.eye(n) * s * s
+    if isinstance(noise, (Mapping, numbers.Real)):
+        return np.diag([s * s for s in noise_levels(noise, outputs).values()])
     R = np.asarray(noise, dtype=float)
     if R.ndim == 1 and R.shape == (n,):
         return np.diag([_sigma(k, x) ** 2 for k, x in zip(outputs, R)])
@@ -187,7 +196,8 @@ def parameter_scales(parameters: Sequence[str], values: np.ndarray, scaling="rel
                                    f"parameters {parameters}")
         s = np.array([float(scaling.get(k, abs(v) or 1.0)) for k, v in zip(parameters, values)])
     elif isinstance(scaling, str):
-        raise InputError(f"scaling must be 'relative', 'none', {{name: scale}} or an array, "
+        raise InputError(f"scaling must be 'relative' (or 'start'), 'none', {{name: scale}} or "
+                         "an array, "
                          f"got {scaling!r}")
     else:
         s = np.asarray(scaling, dtype=float)

@@ -22,6 +22,7 @@ from .errors import InputError, SimulationError, UnknownNameError
 from .progress import report
 from .threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
+from .fisher import parameter_scales
 from .checkpoint import DEFAULT_MEMORY_FRACTION, state_row_bytes
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
 from .residuals import least_squares_terms
@@ -77,6 +78,17 @@ class IdentificationResult:
         """|identified - truth| / |truth| per free parameter (absolute error where truth = 0)."""
         return {k: abs(self.values[k] - truth[k]) / (abs(truth[k]) or 1.0) for k in self.free}
 
+    def settled_at(self, rel: float = 1e-6) -> int:
+        """The first iteration from which every parameter stays within ``rel`` (relative) of
+        its identified value: where the optimiser had the answer, before the iterations that
+        only polish it at round-off."""
+        ok = [all(abs(e["values"][k] / self.values[k] - 1) <= rel if self.values[k] else
+                  e["values"][k] == 0 for k in self.free) for e in self.history]
+        first = len(ok)
+        while first > 0 and ok[first - 1]:
+            first -= 1
+        return self.history[min(first, len(ok) - 1)]["iteration"]
+
     def to_dict(self) -> dict:
         return {
             "method": self.method, "free": self.free, "start": self.start,
@@ -107,23 +119,6 @@ def _orders(a: float, b: float) -> float:
     if a > 0 and b > 0:
         return math.log10(a / b)
     return float("inf") if b == 0 and a > 0 else float("nan")
-
-
-def _scales(free, start, scaling) -> np.ndarray:
-    if scaling == "start":
-        return np.array([abs(start[k]) if start[k] != 0 else 1.0 for k in free])
-    if scaling in (None, "none"):
-        return np.ones(len(free))
-    if isinstance(scaling, Mapping):
-        unknown = [k for k in scaling if k not in free]
-        if unknown:
-            raise UnknownNameError(f"scales given for {unknown}, which are not free "
-                                   f"({list(free)})")
-        s = np.array([float(scaling.get(k, abs(start[k]) or 1.0)) for k in free])
-        if np.any(~np.isfinite(s)) or np.any(s <= 0):
-            raise InputError(f"scales must be positive and finite: {dict(zip(free, s))}")
-        return s
-    raise InputError(f"scaling must be 'start', 'none' or {{name: scale}}, got {scaling!r}")
 
 
 def _scaled_bounds(free, start, scales, bounds):
@@ -279,7 +274,8 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         Gauss-Newton / Levenberg-Marquardt on the residuals of least-squares costs with their
         exact Jacobian (:mod:`symdae.least_squares`). The result's ``method`` says which ran.
     scaling:
-        ``"start"`` (optimise w = p / p_start), ``"none"`` or ``{name: scale}``.
+        ``"start"`` (optimise w = p / p_start), ``"none"``, ``{name: scale}`` or an array
+        (:func:`symdae.fisher.parameter_scales`).
     options:
         Passed to the scipy optimiser (minimize on top of :data:`DEFAULT_OPTIONS`, or
         least_squares); they depend on the method, so name the method with them.
@@ -307,7 +303,7 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     if bounds and method == "BFGS":
         raise InputError("BFGS does not take bounds; use L-BFGS-B or trust-constr")
     start = _start_values(exps, free, start)
-    scales = _scales(free, start, scaling)
+    scales = parameter_scales(free, [start[k] for k in free], scaling)
     sb = _scaled_bounds(free, start, scales, bounds)
     check_noise(noise, exps)
     # the optimisers' own BLAS calls are on vectors of a few entries: OpenBLAS's thread pool

@@ -15,15 +15,14 @@ likelihood one, and F^-1 its covariance, when the cost's weights w_k eta_i are p
 from __future__ import annotations
 
 import math
-import numbers
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from .errors import InputError, SymdaeError, UnknownNameError
-from .fisher import FisherInformation, ParameterStatistics, parameter_scales, _sigma
+from .errors import InputError, SymdaeError
+from .fisher import FisherInformation, ParameterStatistics, noise_levels, parameter_scales
 from .residuals import experiment_residuals, least_squares_terms
 
 __all__ = ["IdentificationStatistics", "identification_statistics", "statistics_or_reason",
@@ -71,24 +70,6 @@ class IdentificationStatistics:
                  "freedom):", self.statistics.summary()]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def noise_levels(noise, outputs) -> dict:
-    """{output: standard deviation} from one number or a mapping covering ``outputs``."""
-    if isinstance(noise, numbers.Real):       # bool included: refused by _sigma
-        return {k: _sigma(k, noise) for k in outputs}
-    if not isinstance(noise, Mapping):
-        raise InputError("noise must be one standard deviation or {output: standard "
-                         f"deviation}} for the fitted outputs {outputs}; got "
-                         f"{type(noise).__name__}")
-    unknown = [k for k in noise if k not in outputs]
-    if unknown:
-        raise UnknownNameError(f"noise given for {unknown}, which are not fitted outputs "
-                               f"({outputs})")
-    missing = [k for k in outputs if k not in noise]
-    if missing:
-        raise InputError(f"no noise level for the fitted output(s) {missing}")
-    return {k: _sigma(k, noise[k]) for k in outputs}
 
 
 def identification_statistics(experiments, free: Sequence[str], values: Mapping, *,

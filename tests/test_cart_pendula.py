@@ -164,17 +164,6 @@ def experiment(domain: str, d_c: float):
     return Experiment(system, cost, sc, params={"d_c": d_c}, name=f"{domain}-dc{d_c:g}")
 
 
-def converged_at(result, rel: float = 1e-6) -> int:
-    """First iteration from which every parameter stays within rel of the final value."""
-    final = result.values
-    ok = [all(abs(e["values"][k] / final[k] - 1) <= rel for k in final) for e in
-          result.history]
-    first = len(ok)
-    while first > 0 and ok[first - 1]:
-        first -= 1
-    return result.history[first]["iteration"]
-
-
 @functools.lru_cache(maxsize=None)
 def run(domain: str, d_c: float):
     _, ns = cart()
@@ -191,7 +180,7 @@ def test_band_has_the_specs_nine_lines():
 def test_paper_case_with_cart_friction_mismatch():
     res = run("frequency", 0.1)
     err = res.relative_error(TRUE)
-    n_conv = converged_at(res)
+    n_conv = res.settled_at()
     print(f"\nfrequency domain, model d_c = 0.1: c_f = {res.values['c_f']:.6f} "
           f"({err['c_f']:.2e}), d_f = {res.values['d_f']:.6f} ({err['d_f']:.2e}); "
           f"converged at iteration {n_conv} of {res.n_iterations}, "

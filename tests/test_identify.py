@@ -348,3 +348,15 @@ def test_auto_refuses_options_that_belong_to_one_optimiser(experiment):
                    options={"maxcor": 20}, progress=False)
     assert res.method == "L-BFGS-B"
     assert_recovered(res, TRUTH_OSC)
+
+
+def test_settled_at_is_the_first_iteration_that_stays_near_the_result():
+    hist = [{"iteration": k, "values": {"a": a, "b": b}} for k, (a, b) in
+            enumerate([(1.0, 0.0), (2.0, 0.5), (2.0000001, 0.0), (2.0, 0.0), (2.0, 0.0)])]
+    res = IdentificationResult(free=["a", "b"], start={}, values={"a": 2.0, "b": 0.0},
+                               scales={}, start_cost=1.0, cost=0.0, gradient={},
+                               history=hist, n_iterations=4, n_simulations=5, n_gradients=5,
+                               wall_time=0.0, success=True, message="", method="L-BFGS-B",
+                               experiment_costs={})
+    assert res.settled_at(rel=1e-6) == 2     # 2.0000001 is within 1e-6, b exactly 0
+    assert res.settled_at(rel=1e-8) == 3
