@@ -177,7 +177,7 @@ class _Objective:
             results = evaluate_many(self.experiments, p, self.executor, gradient=True)
         except (SimulationError, PODModeError) as exc:
             if strict:
-                if hasattr(exc, "add_note"):         # Python >= 3.11
+                if hasattr(exc, "add_note"):         # Python >= 3.11 (3.10 is supported)
                     exc.add_note(f"(identification: at the start values {p})")
                 raise
             if self.progress:
@@ -231,7 +231,7 @@ def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
     the tangent sweep for the Jacobian needs) fit the experiment's memory budget; else
     ``"L-BFGS-B"`` with the adjoint gradient (any cost, any number of parameters,
     checkpointed beyond the budget)."""
-    exps = [experiments] if isinstance(experiments, Experiment) else list(experiments)
+    exps = _check_experiments(experiments, list(free))
     if len(free) > AUTO_GAUSS_NEWTON_MAX_FREE:
         return "L-BFGS-B", (f"{len(free)} free parameters (Gauss-Newton up to "
                             f"{AUTO_GAUSS_NEWTON_MAX_FREE})")

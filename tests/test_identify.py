@@ -317,7 +317,8 @@ def test_a_cost_undefined_at_a_trial_point_makes_the_line_search_back_off(oscill
 
 
 # ---------------------------------------------------------------------------- method="auto"
-def test_auto_takes_gauss_newton_for_least_squares_and_l_bfgs_b_otherwise(experiment):
+def test_auto_takes_gauss_newton_for_least_squares_and_l_bfgs_b_otherwise(experiment,
+                                                                           monkeypatch):
     from symdae.costs import OutputIntegral
     assert symdae.choose_method(experiment, ["c", "d"])[0] == "least_squares"
     res = identify(experiment, ["c", "d"], START_OSC, progress=False)
@@ -336,9 +337,11 @@ def test_auto_takes_gauss_newton_for_least_squares_and_l_bfgs_b_otherwise(experi
     method, why = symdae.choose_method(tight, ["c", "d"])
     assert method == "L-BFGS-B" and "memory budget" in why
     # more free parameters than Gauss-Newton's tangent directions pay for
-    many = [f"x{k}" for k in range(symdae.identification.AUTO_GAUSS_NEWTON_MAX_FREE + 1)]
-    method, why = symdae.choose_method(experiment, many)
-    assert method == "L-BFGS-B" and "21 free parameters" in why
+    monkeypatch.setattr(symdae.identification, "AUTO_GAUSS_NEWTON_MAX_FREE", 1)
+    method, why = symdae.choose_method(experiment, ["c", "d"])
+    assert method == "L-BFGS-B" and "2 free parameters (Gauss-Newton up to 1)" in why
+    with pytest.raises(symdae.UnknownNameError, match="no parameter"):
+        symdae.choose_method(experiment, ["c", "x"])
 
 
 def test_auto_refuses_options_that_belong_to_one_optimiser(experiment):
