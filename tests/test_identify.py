@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 
@@ -306,7 +307,8 @@ def test_a_cost_undefined_at_a_trial_point_makes_the_line_search_back_off(oscill
     assert J == 10.0 * J_good and not g.any() and objective.failures == 1
     with pytest.raises(symdae.PODModeError, match="does not correspond") as info:
         objective([70.0, 0.4], strict=True)
-    assert "at the start values" in "".join(getattr(info.value, "__notes__", ["at the start values"]))
+    if sys.version_info >= (3, 11):          # exception notes
+        assert "at the start values" in "".join(info.value.__notes__)
     # the identification from a start inside the defined region still gets there
     res = identify(exp, ["c", "d"], start=START_OSC, method="L-BFGS-B", progress=False)
     assert_recovered(res, TRUTH_OSC)

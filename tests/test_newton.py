@@ -105,13 +105,14 @@ def pendulum():
     return offset_pendulum().compile()
 
 
-def constraint_at_roundoff(system, tr, factor=64.0):
-    """max over the run of |C| / (eps * size of C's terms) (symdae.roundoff.magnitude)."""
+def constraint_at_roundoff(system, tr, factor=64.0, samples=400):
+    """max over the run (``samples`` states) of |C| / (eps * size of C's terms)
+    (symdae.roundoff.magnitude)."""
     from symdae.kernels import split
     worst = 0.0
     p = system.parameter_vector(tr.params)
     u = np.zeros(system.sizes.n_u)
-    for i in range(0, len(tr.t), max(1, len(tr.t) // 400)):
+    for i in range(0, len(tr.t), max(1, len(tr.t) // samples)):
         args = (tr.t[i], tr.q[i], tr.v[i], tr.a[i], tr.lam[i])
         C = split("residual", system.backend.evaluate("residual", *args, p, u),
                   system.sizes)["C"]
@@ -139,7 +140,8 @@ def test_pendulum_whose_bob_passes_y_zero(pendulum, h, alpha):
     constraint_at_roundoff(pendulum, tr)
     ref = pendulum_angle(tr.t, np.pi / 2, 0.0)
     err = np.max(np.abs(tr.outputs["theta"] - ref))
-    assert err < 0.5 * h, f"angle error {err:.2e} at h = {h}"   # second order: ~0.1 h here
+    # second order: 10-15 h^2 here for every alpha (1e-5 at h = 1e-3, 1e-7 at h = 1e-4)
+    assert err < 25 * h**2, f"angle error {err:.2e} at h = {h}"
     assert tr.counters["newton_iterations"] <= 5 * tr.counters["steps"]
 
 
@@ -171,22 +173,33 @@ CONFIGS = list(itertools.product((1e-3, 1e-4), (-0.05, -0.1, -0.3), (10.0, 30.0,
                                  (0.3, 2.0, 4.0)))
 
 
-@pytest.mark.parametrize("ox", [0.1, 1.08])
-def test_crank_slider_with_the_pin_circle_through_the_origin(slider, ox):
-    """54 configurations (h, alpha, speed, angle) with the crank about (0.1, 0), its pin
-    circle through the origin, and shifted 0.98 m away: all integrate, and the motion is the
-    same wherever the mechanism sits."""
+def crank_runs(slider, ox):
+    """The 54 configurations (h, alpha, speed, angle) with the crank about (ox, 0); every
+    accepted trajectory keeps its constraints at round-off."""
     runs = {}
     for h, alpha, w0, phi0 in CONFIGS:
         tr = slider.simulate(t_end=0.5, h=h, alpha=alpha,
                              params={"ox": ox, "omega0": w0, "phi0": phi0})
+        constraint_at_roundoff(slider, tr, samples=25)
         runs[h, alpha, w0, phi0] = tr
-    constraint_at_roundoff(slider, runs[CONFIGS[-1]])
-    if ox == 0.1:
-        test_crank_slider_with_the_pin_circle_through_the_origin.origin = runs
-        return
-    for key, tr in runs.items():
-        ref = test_crank_slider_with_the_pin_circle_through_the_origin.origin[key]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def through_the_origin(slider):
+    return crank_runs(slider, 0.1)
+
+
+def test_crank_slider_with_the_pin_circle_through_the_origin(through_the_origin):
+    """With the crank about (0.1, 0) its pin circle passes through the origin: all 54
+    configurations integrate (each stalled with a round-off model scaled by |q|)."""
+    assert len(through_the_origin) == len(CONFIGS)
+
+
+def test_crank_slider_moves_the_same_wherever_it_sits(slider, through_the_origin):
+    """Shifted 0.98 m away, the motion is the same as through the origin."""
+    for key, tr in crank_runs(slider, 1.08).items():
+        ref = through_the_origin[key]
         for out in ("phi", "slider"):
             scale = np.max(np.abs(ref.outputs[out]))
             assert np.max(np.abs(tr.outputs[out] - ref.outputs[out])) < 1e-9 * scale, \
