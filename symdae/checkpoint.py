@@ -27,11 +27,11 @@ from .backends.base import Counters, Grid, Restart
 from .errors import InputError, SimulationError
 from .initial import init_adjoint, init_tangent, initial_state
 from .scenario import Scenario, physical_memory
-from .sensitivity import adjoint_gradient, directions
+from .sensitivity import adjoint_gradient, check_dphi, directions, refuse_projected, singular
 from .trajectory import Trajectory
 
 __all__ = ["MemoryPlan", "plan", "GradientRun", "cost_and_gradient", "DEFAULT_MEMORY_FRACTION",
-           "checkpointed_sensitivities", "state_row_bytes"]
+           "checkpointed_sensitivities"]
 
 DEFAULT_MEMORY_FRACTION = 0.25   # of the machine's memory, for the states a gradient keeps
 
@@ -53,15 +53,10 @@ class MemoryPlan:
         return self.segments > 1
 
 
-def state_row_bytes(sizes) -> int:
-    """Bytes a trajectory keeps per step: q, v, a (n each), lam (m), outputs (n_s), inputs
-    (n_u)."""
-    return 8 * (sizes.nx + sizes.n_s + sizes.n_u)
-
-
 def _checkpoint_bytes(sizes) -> int:
-    # state (3n + m), two rows of (a, lam), round-off levels (2 nm + 1)
-    return 8 * (sizes.nx + 2 * sizes.nm + 2 * sizes.nm + 1)
+    # state (3n + m), two rows of (a, lam), round-off levels (2 nm + 1), sparse LU orders
+    # (2 nm int)
+    return 8 * (sizes.nx + 2 * sizes.nm + 2 * sizes.nm + 1) + 4 * 2 * sizes.nm
 
 
 def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
@@ -70,7 +65,7 @@ def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
     budget = int(DEFAULT_MEMORY_FRACTION * physical_memory()) if budget is None else budget
     if not isinstance(budget, (int, np.integer)) or budget <= 0:
         raise InputError(f"memory budget must be a positive number of bytes, got {budget!r}")
-    row, ck = state_row_bytes(sizes), _checkpoint_bytes(sizes)
+    row, ck = sizes.row_bytes, _checkpoint_bytes(sizes)
     if (steps + 1) * row <= budget:
         return MemoryPlan(steps, steps, 1, (steps + 1) * row, 0, budget)
     # half the budget for one segment's states, half for the checkpoints
@@ -156,15 +151,15 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
     U = system.input_array(sc.inputs, t)
     x0 = initial_state(system.backend, system.model, p, sc.t0, U[0], sc.q0, sc.v0,
                        tol=sc.init_tol, project=sc.project)
-    if x0.projected and gradient:
-        raise SimulationError("sensitivities through a projected initial state (project=True) "
-                              "are not supported; give a consistent initial state")
+    if gradient:
+        refuse_projected(x0)
     S = np.empty((sc.n_steps + 1, sz.n_s))
-    checkpoints, counters = [], None
+    checkpoints, counters = [], Counters()
     for ck, fwd in _segments(system, sc, p, U, x0, mplan):
         checkpoints.append(ck)
         S[ck.step:ck.step + fwd.grid.N + 1] = fwd.S
-        counters = _add(counters, fwd.report.counters)
+        counters = counters + fwd.report.counters
+    last = fwd                    # the last segment's states: the adjoint starts on them
     system._check_outputs(S, t)
     traj = Trajectory(t=t, q=None, v=None, a=None, lam=None,
                       outputs={name: S[:, j] for j, name in enumerate(system.model.output_names)},
@@ -174,20 +169,23 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
     J, dS = cost.evaluate(system, traj)
     if not gradient:
         return GradientRun(float(J), None, traj, mplan, 0)
-    carry = None
+    dS = check_dphi(system, dS, t)
+    carry, recomputed = None, 0
     bounds = [ck.step for ck in checkpoints[1:]] + [sc.n_steps]
     for k in range(len(checkpoints) - 1, -1, -1):
         ck = checkpoints[k]
         length = bounds[k] - ck.step
-        fwd = _recompute(system, sc, p, U, ck, length)
+        if k == len(checkpoints) - 1:
+            fwd = last
+        else:
+            fwd = _recompute(system, sc, p, U, ck, length)
+            recomputed += length
         res = system.backend.adjoint(fwd, dS[ck.step:ck.step + length + 1], carry,
                                      last=k == len(checkpoints) - 1, first=k == 0)
-        if not res.report.ok:
-            raise SimulationError(f"the Newton matrix of step {res.report.step} became singular "
-                                  "in the adjoint sweep")
+        singular(res.report, "adjoint")
         carry = res.carry         # the adjoint state, parameter part included: one sum
     grad = res.grad + init_adjoint(system.backend, x0, p, sc.t0, U[0], res.xbar0)
-    return GradientRun(float(J), grad, traj, mplan, sc.n_steps)
+    return GradientRun(float(J), grad, traj, mplan, recomputed)
 
 
 def checkpointed_sensitivities(system, scenario, which, params=None, *,
@@ -202,25 +200,14 @@ def checkpointed_sensitivities(system, scenario, which, params=None, *,
     U = system.input_array(sc.inputs, sc.times)
     x0 = initial_state(system.backend, system.model, p, sc.t0, U[0], sc.q0, sc.v0,
                        tol=sc.init_tol, project=sc.project)
-    if x0.projected:
-        raise SimulationError("sensitivities through a projected initial state (project=True) "
-                              "are not supported; give a consistent initial state")
+    refuse_projected(x0)
     mplan = plan(sz, sc.n_steps, memory_budget)
     dS = np.empty((sc.n_steps + 1, sz.n_s, D.shape[1]))
     dx = tuple(x.T for x in init_tangent(system.backend, x0, p, sc.t0, U[0], D))
     for ck, fwd in _segments(system, sc, p, U, x0, mplan):
         res = system.backend.tangent(fwd, D, dx)
-        if not res.report.ok:
-            raise SimulationError(f"the Newton matrix of step {res.report.step} became singular "
-                                  "in the tangent sweep")
+        singular(res.report, "tangent")
         dS[ck.step:ck.step + fwd.grid.N + 1] = res.ds.transpose(0, 2, 1)
         dx = (res.dq[-1], res.dv[-1], res.da[-1], res.dlam[-1])
     return dS
 
-
-def _add(total, c):
-    if total is None:
-        return c
-    return Counters(total.steps + c.steps, total.newton_iterations + c.newton_iterations,
-                    total.factorizations + c.factorizations,
-                    total.jacobian_refreshes + c.jacobian_refreshes)

@@ -23,7 +23,7 @@ from .progress import report
 from .threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
 from .fisher import parameter_scales
-from .checkpoint import DEFAULT_MEMORY_FRACTION, state_row_bytes
+from .checkpoint import DEFAULT_MEMORY_FRACTION
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
 from .residuals import least_squares_terms
 from .scenario import physical_memory
@@ -240,7 +240,7 @@ def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
         if other or not ls:
             return "L-BFGS-B", f"experiment {e.name!r} has a cost that is not least squares"
         budget = e.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
-        if (e.scenario.n_steps + 1) * state_row_bytes(e.system.sizes) > budget:
+        if (e.scenario.n_steps + 1) * e.system.sizes.row_bytes > budget:
             return "L-BFGS-B", (f"experiment {e.name!r}: the states of its "
                                 f"{e.scenario.n_steps} steps exceed its memory budget (the "
                                 "adjoint gradient is checkpointed, the tangent Jacobian not)")

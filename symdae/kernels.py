@@ -61,6 +61,17 @@ class Sizes:
     def nx(self) -> int:
         return 3 * self.n + self.m
 
+    @property
+    def row_bytes(self) -> int:
+        """Bytes a trajectory keeps per step: t, q, v, a (n each), lam (m), outputs, inputs."""
+        return 8 * (1 + self.nx + self.n_s + self.n_u)
+
+    @property
+    def factor_bytes(self) -> int:
+        """Bytes of one step's stored factorisation: the (n+m)^2 LU, its nm + 1 int pivots
+        and the time terms."""
+        return 8 * (self.nm * self.nm + self.n_tau) + 4 * (self.nm + 1)
+
     def dim(self, name: str | int) -> int:
         return name if isinstance(name, int) else getattr(self, name)
 

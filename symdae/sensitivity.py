@@ -68,7 +68,13 @@ def _check(system, traj):
         raise InputError("this trajectory carries no sweep data; simulate it with this system")
     if traj.q.shape[1] != system.model.n or sw.forward.p.shape[0] != system.sizes.n_p:
         raise InputError("the trajectory does not belong to this system")
-    if sw.x0.projected:
+    refuse_projected(sw.x0)
+    return sw
+
+
+def refuse_projected(x0) -> None:
+    """Sensitivities need an initial state symdae can differentiate."""
+    if x0.projected:
         # The projection makes (q0, v0) depend on p through the constraints and through the
         # initial-state expressions; its exact derivative (which needs the Jacobians of
         # C_q v + C_t) is not generated, and a gradient without it would be silently wrong.
@@ -76,10 +82,10 @@ def _check(system, traj):
             "sensitivities through a projected initial state (project=True) are not "
             "supported: give a consistent initial state as initial_state expressions in the "
             "parameters, or as consistent numeric q0/v0, and simulate without project=True")
-    return sw
 
 
-def _singular(report, what: str):
+def singular(report, what: str) -> None:
+    """Raise if a derivative sweep met a singular Newton matrix."""
     if not report.ok:
         raise SimulationError(f"the Newton matrix of step {report.step} became singular in the "
                               f"{what} sweep")
@@ -96,10 +102,25 @@ def tangent(system, traj, which) -> TangentResult:
     with one_blas_thread():
         dx0 = init_tangent(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0], D)
         res = system.backend.tangent(fwd, D, tuple(x.T for x in dx0))
-    _singular(res.report, "tangent")
+    singular(res.report, "tangent")
     tr = (0, 2, 1)
     return TangentResult(res.dq.transpose(tr), res.dv.transpose(tr), res.da.transpose(tr),
                          res.dlam.transpose(tr), res.ds.transpose(tr), D)
+
+
+def check_dphi(system, dPhi, t: np.ndarray) -> np.ndarray:
+    """dPhi as a float array of shape (len(t), n_s) with finite entries, else an InputError
+    naming the output and time (the compiled adjoint reads it without bounds checks)."""
+    dPhi = np.asarray(dPhi, dtype=float)
+    if dPhi.shape != (len(t), system.sizes.n_s):
+        raise InputError(f"dPhi has shape {dPhi.shape}, expected "
+                         f"{(len(t), system.sizes.n_s)} (one row per time step, one "
+                         "column per output)")
+    if not np.all(np.isfinite(dPhi)):
+        i, j = np.argwhere(~np.isfinite(dPhi))[0]
+        raise InputError(f"dPhi (the cost's derivative) is {dPhi[i, j]} for output "
+                         f"{system.model.output_names[j]!r} at t = {t[i]:.9g} (step {i})")
+    return dPhi
 
 
 def adjoint_gradient(system, traj, dPhi: np.ndarray) -> np.ndarray:
@@ -107,17 +128,9 @@ def adjoint_gradient(system, traj, dPhi: np.ndarray) -> np.ndarray:
     samples is ``dPhi`` (N+1, n_s), by the discrete adjoint sweep."""
     sw = _check(system, traj)
     fwd = sw.forward
-    dPhi = np.asarray(dPhi, dtype=float)
-    if dPhi.shape != (fwd.grid.N + 1, system.sizes.n_s):
-        raise InputError(f"dPhi has shape {dPhi.shape}, expected "
-                         f"{(fwd.grid.N + 1, system.sizes.n_s)} (one row per time step, one "
-                         "column per output)")
-    if not np.all(np.isfinite(dPhi)):
-        i, j = np.argwhere(~np.isfinite(dPhi))[0]
-        raise InputError(f"dPhi (the cost's derivative) is {dPhi[i, j]} for output "
-                         f"{system.model.output_names[j]!r} at t = {traj.t[i]:.9g} (step {i})")
+    dPhi = check_dphi(system, dPhi, traj.t)
     with one_blas_thread():
         res = system.backend.adjoint(fwd, dPhi)
-        _singular(res.report, "adjoint")
+        singular(res.report, "adjoint")
         return res.grad + init_adjoint(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0],
                                        res.xbar0)

@@ -137,9 +137,9 @@ class System:
     def _simulate(self, sc: Scenario, params, store_factorizations: bool) -> Trajectory:
         t_start = time.perf_counter()
         model, sz = self.model, self.sizes
-        sc.check_memory(8 * (sz.nx + sz.n_s + sz.n_u + 1))
+        sc.check_memory(sz.row_bytes)
         if store_factorizations:
-            sc.check_memory(8 * (sz.nm * sz.nm + sz.n_tau + sz.nx + sz.n_s) + 4 * sz.nm,
+            sc.check_memory(sz.row_bytes + sz.factor_bytes,
                             "the trajectory and the stored factorisations")
         t = sc.times
         p = self.parameter_vector(params)

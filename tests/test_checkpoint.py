@@ -8,7 +8,7 @@ import pytest
 
 import symdae
 from symdae import Experiment, LeastSquares, Scenario
-from symdae.checkpoint import (_checkpoint_bytes, state_row_bytes, checkpointed_sensitivities,
+from symdae.checkpoint import (_checkpoint_bytes, checkpointed_sensitivities,
                                cost_and_gradient, plan)
 from symdae.errors import InputError
 from symdae.kernels import Sizes
@@ -17,7 +17,7 @@ from symdae.kernels import Sizes
 def budget_for(system, steps: int, segments: int) -> int:
     """A budget that makes about ``segments`` segments of a ``steps``-step run."""
     sz = system.sizes
-    return max(2 * state_row_bytes(sz) * (steps // segments + 2),
+    return max(2 * sz.row_bytes * (steps // segments + 2),
                2 * (segments + 1) * _checkpoint_bytes(sz))
 
 
@@ -43,7 +43,9 @@ def test_checkpointed_gradient_is_the_stored_gradient(name, backend, steps):
     seg = cost_and_gradient(system, sc, cost, moved,
                             memory_budget=budget_for(system, steps, 6))
     assert full.plan.segments == 1 and not full.plan.recomputes
-    assert seg.plan.segments >= 5 and seg.recomputed_steps == steps
+    # every segment but the last is recomputed once (the last one's states are still there)
+    last = steps - (seg.plan.segments - 1) * seg.plan.segment
+    assert seg.plan.segments >= 5 and seg.recomputed_steps == steps - last
     assert seg.trajectory.q is None                      # the states were not kept
     np.testing.assert_array_equal(seg.trajectory.S, full.trajectory.S)
     assert seg.cost == full.cost
@@ -87,3 +89,25 @@ def test_plan():
         plan(sz, 2_000_000, budget=2**20)
     with pytest.raises(InputError, match="positive number of bytes"):
         plan(sz, 10, budget=-1)
+
+
+def test_a_cost_derivative_of_the_wrong_shape_is_refused_before_the_sweep():
+    """A user's cost returning dS of the wrong shape or with NaN: an InputError, never a read
+    past the array in the compiled adjoint (checkpointed path and whole-run path)."""
+    system, sc, cost, moved = case("pendulum", "compiled", 200)
+
+    class Bad(LeastSquares):
+        def __init__(self, base, dS_of):
+            self.__dict__.update(base.__dict__)
+            self.dS_of = dS_of
+
+        def evaluate(self, system, traj):
+            J, dS = super().evaluate(system, traj)
+            return J, self.dS_of(dS)
+
+    for dS_of, match in ((lambda d: d[:-1], "dPhi has shape"),
+                         (lambda d: np.where(np.arange(len(d))[:, None] == 7, np.nan, d),
+                          "dPhi .* is nan")):
+        for budget in (None, budget_for(system, 200, 4)):
+            with pytest.raises(InputError, match=match):
+                cost_and_gradient(system, sc, Bad(cost, dS_of), moved, memory_budget=budget)

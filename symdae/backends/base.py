@@ -95,6 +95,11 @@ class Counters:
                     factorizations=self.factorizations,
                     jacobian_refreshes=self.jacobian_refreshes)
 
+    def __add__(self, other: "Counters") -> "Counters":
+        """The counts of two runs one after the other (segments of a checkpointed run)."""
+        return Counters(*(a + b for a, b in zip(self.as_dict().values(),
+                                                other.as_dict().values())))
+
 
 @dataclass(frozen=True)
 class SweepReport:

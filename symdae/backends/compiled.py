@@ -153,6 +153,8 @@ class CompiledBackend:
         if not last:
             state[:] = carry
         dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
+        if dPhi.shape != (g.N + 1, sz.n_s):       # the nogil sweep reads it unchecked
+            raise InputError(f"dPhi has shape {dPhi.shape}, expected {(g.N + 1, sz.n_s)}")
         with self._lapack():
             rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
