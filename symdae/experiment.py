@@ -96,9 +96,16 @@ def evaluate_many(experiments: Sequence[Experiment], params: Mapping | Sequence[
         plist = list(params)
         if len(plist) != len(exps):
             raise InputError(f"{len(plist)} parameter sets for {len(exps)} experiments")
+    return map_calls(_evaluate, [(e, p, gradient) for e, p in zip(exps, plist)], executor)
+
+
+def map_calls(fn, calls: Sequence[tuple], executor: Executor | None = None) -> list:
+    """``[fn(*args) for args in calls]``, on ``executor`` when given (``fn`` must then be a
+    module-level function, or a partial of one, for process pools); results in order, the
+    first failure raised."""
     if executor is None:
-        return [e.evaluate(p, gradient=gradient) for e, p in zip(exps, plist)]
-    futures = [executor.submit(_evaluate, e, p, gradient) for e, p in zip(exps, plist)]
+        return [fn(*args) for args in calls]
+    futures = [executor.submit(fn, *args) for args in calls]
     return [f.result() for f in futures]
 
 

@@ -26,6 +26,7 @@ from scipy import optimize
 from .progress import report
 from .decomposition import PODModeError
 from .errors import InputError, SimulationError
+from .experiment import map_calls
 from .residuals import check_least_squares_costs, experiment_residuals
 
 __all__ = ["LEAST_SQUARES_METHODS", "DEFAULT_LEAST_SQUARES_OPTIONS", "least_squares_fit",
@@ -39,6 +40,11 @@ DEFAULT_LEAST_SQUARES_OPTIONS = {
     "lm": {"ftol": 1e-15, "xtol": 1e-12, "gtol": 1e-15},
     "gauss-newton-plain": {"xtol": 1e-12},
 }
+
+
+def _experiment_residuals(experiment, params, free, trajectory):
+    # strict=False: least_squares_fit checked the costs once, before the first call
+    return experiment_residuals(experiment, params, free, strict=False, trajectory=trajectory)
 
 
 class Residuals:
@@ -70,12 +76,8 @@ class Residuals:
         # stored factorisations, and cheaper than writing one (n+m)^2 matrix per step)
         exps = self.experiments
         trajs = trajectories or [None] * len(exps)
-        if self.executor is None:
-            return [experiment_residuals(e, params, free, trajectory=tr)
-                    for e, tr in zip(exps, trajs)]
-        futures = [self.executor.submit(experiment_residuals, e, params, free, trajectory=tr)
-                   for e, tr in zip(exps, trajs)]
-        return [f.result() for f in futures]
+        return map_calls(_experiment_residuals,
+                         [(e, params, free, tr) for e, tr in zip(exps, trajs)], self.executor)
 
     def residuals(self, w) -> np.ndarray:
         w = np.asarray(w, dtype=float)
@@ -86,8 +88,7 @@ class Residuals:
             results = self._map(params, None, None)
             self.simulations += len(results)
             self._key, self._results = key, results
-            r = np.concatenate([res.r for res in results])
-            self.size = r.size
+            self.size = sum(res.r.size for res in results)
         return np.concatenate([res.r for res in self._results])
 
     def cost_parts(self) -> dict:

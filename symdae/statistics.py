@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import InputError, SymdaeError
 from .fisher import FisherInformation, ParameterStatistics, noise_levels, parameter_scales
+from .experiment import map_calls
 from .residuals import experiment_residuals, least_squares_terms
 
 __all__ = ["IdentificationStatistics", "identification_statistics", "statistics_or_reason",
@@ -72,6 +73,11 @@ class IdentificationStatistics:
         return "\n".join(lines)
 
 
+def _statistics_residuals(experiment, point, free):
+    # strict=False: other cost terms carry no noise model and are left out
+    return experiment_residuals(experiment, point, free, strict=False)
+
+
 def identification_statistics(experiments, free: Sequence[str], values: Mapping, *,
                               noise=None, scaling="relative",
                               executor: Executor | None = None) -> IdentificationStatistics:
@@ -85,17 +91,12 @@ def identification_statistics(experiments, free: Sequence[str], values: Mapping,
     exps = [experiments] if not isinstance(experiments, (list, tuple)) else list(experiments)
     free = list(free)
     point = {k: float(values[k]) for k in free}
-    if executor is None:
-        results = [experiment_residuals(e, point, free, strict=False) for e in exps]
-    else:
-        futures = [executor.submit(experiment_residuals, e, point, free, strict=False)
-                   for e in exps]
-        results = [f.result() for f in futures]
-    blocks = [b for res in results for b in res.blocks]
-    outputs = list(dict.fromkeys(b.output for b in blocks))
-    if not outputs:
+    if not fitted_outputs(exps):          # before any sweep
         raise InputError("no least-squares cost terms: there is no noise model to form the "
                          "Fisher information from")
+    results = map_calls(_statistics_residuals, [(e, point, free) for e in exps], executor)
+    blocks = [b for res in results for b in res.blocks]
+    outputs = list(dict.fromkeys(b.output for b in blocks))
     used = [(b, b.weight > 0) for b in blocks]
     n_k = {k: int(sum(np.count_nonzero(m) for b, m in used if b.output == k)) for k in outputs}
     n = sum(n_k.values())
