@@ -271,3 +271,22 @@ def test_fewer_snapshots_than_the_mode_number():
     cost = PODCost(data_of(Ybar), mode=3)
     with pytest.raises(PODModeError, match=r"POD mode 3 of the data: only 2 snapshots"):
         cost.evaluate(Stub(), traj_of(Ybar * 1.1, t))
+
+
+def test_one_output_with_the_simulated_basis():
+    """One output: a single mode with no neighbour to be degenerate with. J is the mode
+    coefficient mismatch (here |w| = 1, so a = +-y, the sign fixed against the data), and
+    dJ/dS agrees with central differences."""
+    rng = np.random.default_rng(3)
+    ybar = np.sin(2 * np.pi * 3 * T)
+    y = ybar + 0.05 * rng.standard_normal(K)
+    cost = PODCost({"w0": ybar}, ["w0"], mode=1, basis="simulated")
+    stub = Stub(["w0"])
+    J, G = cost.evaluate(stub, traj_of(y[:, None], names=["w0"]))
+    mu = np.concatenate([np.diff(T), [0.0]])          # the left rule, as above
+    assert J == pytest.approx(0.5 * np.sum(mu * (y - ybar) ** 2), rel=1e-12)
+    D = rng.standard_normal((K, 1))
+    d = 1e-6
+    fd = (cost.evaluate(stub, traj_of(y[:, None] + d * D, names=["w0"]))[0]
+          - cost.evaluate(stub, traj_of(y[:, None] - d * D, names=["w0"]))[0]) / (2 * d)
+    assert float(np.sum(G * D)) == pytest.approx(fd, rel=1e-6)

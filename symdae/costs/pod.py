@@ -307,7 +307,7 @@ class PODCost(Cost):
     @staticmethod
     def _check_gap(i: int, k: int, lam: np.ndarray) -> None:
         others = np.delete(lam, k)
-        if np.min(np.abs(lam[k] - others)) < DEGENERATE_GAP * lam[0]:
+        if others.size and np.min(np.abs(lam[k] - others)) < DEGENERATE_GAP * lam[0]:
             raise PODModeError(
                 f"POD mode {i}: the simulated POM {k + 1} has a repeated eigenvalue "
                 f"(lambda = {lam[k]:.6e}); its direction is not defined and has no derivative. "
