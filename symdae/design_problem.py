@@ -55,10 +55,12 @@ class EndCondition:
 
 
 def _series(cond, traj) -> np.ndarray:
+    """The time series of what ``cond`` constrains (a view: no copy of the states)."""
     if cond.kind == "output":
         return traj.S[:, cond.index]
-    x = np.concatenate([traj.q, traj.v, traj.a, traj.lam], axis=1)
-    return x[:, cond.index]
+    n = traj.q.shape[1]
+    block, col = divmod(cond.index, n) if cond.index < 3 * n else (3, cond.index - 3 * n)
+    return (traj.q, traj.v, traj.a, traj.lam)[block][:, col]
 
 
 @dataclass
@@ -262,7 +264,9 @@ class DesignProblem:
             raise InputError(f"input samples have shape {U.shape}, expected "
                              f"{self.U_start.shape}")
         sz = self.system.sizes
-        traj = self.simulate(U, store_factorizations=True)
+        # the tangent and the design sweep both reuse stored factorisations; the tangent
+        # alone refactorises for less than storing costs
+        traj = self.simulate(U, store_factorizations=gradient)
         tg = tangent(self.system, traj, self.free)
         S = np.ascontiguousarray(tg.ds[:, self._out_cols, :])
         fisher = self.fisher(traj, S)
