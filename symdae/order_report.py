@@ -74,17 +74,9 @@ def add_order_options(parser) -> None:
 
 def analysis_speeds(runup, step: float, cycles: int = 2) -> np.ndarray:
     """Speed points every ``step`` rpm over the whole ramp whose windows fit inside it."""
-    from .costs.orders import RunUp
-
-    assert isinstance(runup, RunUp)
     lo, hi = sorted((runup.n0, runup.n1))
     grid = np.arange(math.ceil(lo / step) * step, hi + 1e-9, step)
-    keep = []
-    for n in grid:
-        tk, half = runup.time_at(n), cycles / (n / 60.0)
-        if min(runup.t0, runup.t1) <= tk - half and tk + half <= max(runup.t0, runup.t1):
-            keep.append(n)
-    return np.array(keep)
+    return np.array([n for n in grid if runup.fits(n, cycles)])
 
 
 @dataclass

@@ -26,7 +26,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import DataError, InputError
-from .fourier import Line, Spectrum, Window, _finite as _number, fourier_map
+from ..data import Measurement
+from .fourier import Line, Spectrum, Window, _finite as _number, analysis_lines, fourier_map
 from .frequency import FourierCost
 
 __all__ = ["RunUp", "OrderAnalysis", "OrderCurves", "OrderCost", "TRACKING"]
@@ -90,6 +91,19 @@ class RunUp:
         return (self.n0 * self.t1 - self.n1 * self.t0 + n * (self.t0 - self.t1)) / \
             (self.n0 - self.n1)
 
+    def window(self, n_rpm: float, cycles: int = 2) -> tuple[float, float]:
+        """The analysis window of speed point n: t_k(n) -/+ ``cycles`` four-stroke cycles
+        (2 revolutions each) / 2, i.e. t_k -/+ cycles / (n / 60)."""
+        half = cycles / (_number(n_rpm, "speed point") / 60.0)
+        tk = self.time_at(n_rpm)
+        return tk - half, tk + half
+
+    def fits(self, n_rpm: float, cycles: int = 2) -> bool:
+        """Whether the window of speed point n lies inside the ramp [t0, t1]."""
+        t_l, t_u = self.window(n_rpm, cycles)
+        lo, hi = sorted((self.t0, self.t1))
+        return t_l >= lo - _TOL * hi and t_u <= hi + _TOL * hi
+
 
 @dataclass(frozen=True)
 class _OrderPhase:
@@ -121,8 +135,6 @@ class OrderCurves:
 
     def spectrum(self, windows) -> Spectrum:
         """The flat spectrum (speed-major, as the analysis' lines) for a FourierCost."""
-        from .fourier import analysis_lines
-
         ref = analysis_lines(windows)
         return Spectrum(ref.frequency, self.A.T.ravel(), self.B.T.ravel(),
                         self.amplitude.T.ravel(), ref.window, ref.weight, ref.labels)
@@ -170,10 +182,9 @@ class OrderAnalysis:
         if isinstance(self.cycles, bool) or int(self.cycles) != self.cycles or self.cycles < 1:
             raise InputError(f"cycles must be a whole number >= 1, got {self.cycles!r}")
         r = self.runup
-        lo, hi = sorted((r.t0, r.t1))
         for n in speeds:
-            t_l, t_u = self._interval(n)
-            if t_l < lo - _TOL * hi or t_u > hi + _TOL * hi:
+            if not r.fits(n, self.cycles):
+                t_l, t_u = r.window(n, self.cycles)
                 raise InputError(f"the window of speed point {n:g} rpm, [{t_l:.6g}, {t_u:.6g}] "
                                  f"s, reaches outside the ramp [{r.t0:g}, {r.t1:g}] s: choose "
                                  "the band inside the run-up")
@@ -194,11 +205,6 @@ class OrderAnalysis:
         k = int(math.floor((hi - lo) / step + _TOL))
         return cls(runup, tuple(lo + step * np.arange(k + 1)), orders, **kw)
 
-    def _interval(self, n: float) -> tuple[float, float]:
-        half = self.cycles / (n / 60.0)          # cycles x (2 rev) / 2, n in rev/s
-        tk = self.runup.time_at(n)
-        return tk - half, tk + half
-
     @property
     def n_speeds(self) -> int:
         return len(self.speeds)
@@ -207,7 +213,7 @@ class OrderAnalysis:
         """One :class:`Window` per speed point with one :class:`Line` per order."""
         out = []
         for n in self.speeds:
-            t_l, t_u = self._interval(n)
+            t_l, t_u = self.runup.window(n, self.cycles)
             lines = tuple(
                 Line(i * n / 60.0, w, label=f"order {i:g} at {n:g} rpm",
                      phase=_OrderPhase(self.runup, i) if self.tracking == "angle" else None)
@@ -236,7 +242,7 @@ class OrderAnalysis:
                 "speeds_rpm": list(self.speeds), "orders": list(self.orders),
                 "weights": list(self.weights), "tracking": self.tracking,
                 "cycles": self.cycles, "window": str(self.shape),
-                "windows_s": [list(self._interval(n)) for n in self.speeds]}
+                "windows_s": [list(self.runup.window(n, self.cycles)) for n in self.speeds]}
 
 
 class OrderCost(FourierCost):
@@ -257,7 +263,7 @@ class OrderCost(FourierCost):
         if isinstance(data, OrderCurves):
             self._check_curves(data)
             data = data.spectrum(windows)
-        elif not _is_measurement(data) and not isinstance(data, Spectrum):
+        elif not isinstance(data, (Measurement, Spectrum)):
             amp = np.asarray(data, dtype=float)
             want = (len(analysis.orders), analysis.n_speeds)
             if amp.shape != want:
@@ -282,8 +288,3 @@ class OrderCost(FourierCost):
     def measured_curves(self) -> OrderCurves:
         return self.analysis._reshape(self.measured)
 
-
-def _is_measurement(x) -> bool:
-    from ..data import Measurement
-
-    return isinstance(x, Measurement)
