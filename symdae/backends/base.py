@@ -67,9 +67,6 @@ class Grid(NamedTuple):
     alpha: float
     i0: int = 0
 
-    def times(self) -> np.ndarray:
-        return self.t0 + self.h * (self.i0 + np.arange(self.N + 1))
-
 
 @dataclass(frozen=True)
 class Restart:

@@ -28,22 +28,13 @@ import numpy as np
 from ..errors import InputError
 from .base import ForwardResult, SweepReport, TangentArrays
 
-__all__ = ["DesignSweepResult", "design_adjoint", "design_core_available"]
+__all__ = ["DesignSweepResult", "design_adjoint"]
 
 
 @dataclass(frozen=True)
 class DesignSweepResult:
     ubar: np.ndarray          # (N+1, n_u) dPsi/dU_i, row 0 zero
     report: SweepReport
-
-
-def design_core_available() -> bool:
-    """Is the compiled design sweep importable (was the package built with it)?"""
-    try:
-        from ..core import _design  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _array(x, shape, label) -> np.ndarray:

@@ -402,7 +402,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     step whose matrix was singular).
     """
     cdef const symdae_model* km = K.km
-    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nr = 2 * K.n + K.m
+    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, nr = 2 * K.n + K.m
     cdef int nd = <int>DT.shape[0], d, pivot = 0
     cdef Scheme c = scheme(h, alpha)
     cdef Arena arena
