@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UnknownNameError
+from .errors import InputError, UnknownNameError
 
 __all__ = ["Trajectory"]
 
@@ -19,6 +19,7 @@ class Trajectory:
     Attributes
     ----------
     t : (N+1,)            q, v, a : (N+1, n)         lam : (N+1, m)
+    (q, v, a, lam are None for a run whose states were not kept: a checkpointed gradient)
     outputs : {name: (N+1,)}
     counters : steps, newton_iterations, factorizations, jacobian_refreshes
     params : {name: value} used for this run
@@ -26,10 +27,10 @@ class Trajectory:
     """
 
     t: np.ndarray
-    q: np.ndarray
-    v: np.ndarray
-    a: np.ndarray
-    lam: np.ndarray
+    q: np.ndarray | None
+    v: np.ndarray | None
+    a: np.ndarray | None
+    lam: np.ndarray | None
     outputs: dict
     counters: dict
     params: dict
@@ -60,7 +61,16 @@ class Trajectory:
         except ValueError:
             raise UnknownNameError(f"no coordinate {name!r}; coordinates: "
                                    f"{self.coordinate_names}") from None
-        return getattr(self, which)[:, k]
+        if which not in ("q", "v", "a"):
+            raise InputError(f"which must be 'q', 'v' or 'a', got {which!r}")
+        return self._states()[("q", "v", "a").index(which)][:, k]
+
+    def _states(self) -> tuple:
+        if self.q is None:
+            raise InputError("this trajectory kept its outputs only (its states were "
+                             "checkpointed, symdae.checkpoint): simulate the scenario with "
+                             "System.simulate for q, v, a and lambda")
+        return self.q, self.v, self.a, self.lam
 
     def summary(self) -> str:
         c = self.counters
@@ -82,13 +92,14 @@ class Trajectory:
         path = Path(path)
         names = ["t"]
         cols = [self.t]
-        for arr, kind in ((self.q, ""), (self.v, "_dot"), (self.a, "_ddot")):
+        q, v, a, lam = self._states()
+        for arr, kind in ((q, ""), (v, "_dot"), (a, "_ddot")):
             for k, nm in enumerate(self.coordinate_names):
                 names.append(nm + kind)
                 cols.append(arr[:, k])
-        for k in range(self.lam.shape[1]):
+        for k in range(lam.shape[1]):
             names.append(f"lambda_{k}")
-            cols.append(self.lam[:, k])
+            cols.append(lam[:, k])
         for nm, s in self.outputs.items():
             names.append(nm)
             cols.append(s)

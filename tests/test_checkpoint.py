@@ -47,6 +47,8 @@ def test_checkpointed_gradient_is_the_stored_gradient(name, backend, steps):
     last = steps - (seg.plan.segments - 1) * seg.plan.segment
     assert seg.plan.segments >= 5 and seg.recomputed_steps == steps - last
     assert seg.trajectory.q is None                      # the states were not kept
+    with pytest.raises(InputError, match="kept its outputs only"):
+        seg.trajectory.coordinate(system.model.coordinate_names[0])
     np.testing.assert_array_equal(seg.trajectory.S, full.trajectory.S)
     assert seg.cost == full.cost
     np.testing.assert_array_equal(seg.gradient, full.gradient)
