@@ -36,7 +36,10 @@ def test_numpy_backend_reproduces_the_compiled_sweeps(name):
     """Forward: q, v to round-off; a, lam to the scheme's round-off floor (q = qhat + beta h^2 a
     resolves a only to about eps |q| / (beta h^2), so two Newton policies stop anywhere within
     it). Derivative sweeps on the same trajectory: gradient and sensitivities to 1e-10. Each
-    backend end to end: gradients agree to what that floor leaves (1e-7)."""
+    backend end to end: J and the gradient agree to what that floor leaves.
+    Measured (200 steps, every bundled model): state differences up to 180 floors (the
+    pendulum; 1e3 allowed), tangent da, dlam up to 70 floors (1e2 allowed), J to 1e-11 and
+    gradients to 6e-10 relative (1e-10 and 1e-8 allowed)."""
     model, ns = symdae.load_model(name)
     sc = short_scenario(ns, model)
     compiled = model.compile(backend="compiled")
@@ -66,9 +69,9 @@ def test_numpy_backend_reproduces_the_compiled_sweeps(name):
         tol = 1e-11 * np.max(np.abs(X), axis=0, initial=0.0) + 1e3 * floor + 1e-300
         err = np.abs(X - Y)
         assert np.all(err <= tol), f"{name}: {kind} differs by {np.max(err / tol):.2f} x tol"
-    assert Jn == pytest.approx(Jc, rel=1e-7, abs=1e-14)
+    assert Jn == pytest.approx(Jc, rel=1e-10, abs=1e-14)
     gscale = np.max(np.abs(gc))
-    assert gscale > 0 and np.max(np.abs(gc - gn)) <= 1e-7 * gscale, (name, gc, gn)
+    assert gscale > 0 and np.max(np.abs(gc - gn)) <= 1e-8 * gscale, (name, gc, gn)
 
     # the NumPy derivative sweeps on the compiled trajectory: the same numbers to round-off
     fwd = dataclasses.replace(tc._sweep.forward, saved=None)
