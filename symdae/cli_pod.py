@@ -91,8 +91,7 @@ def search(args, experiment, free, start, bounds, out: Path):
     s = scan(experiment.system, experiment.scenario, {"J": experiment.cost}, name, grid,
              experiment.params)
     best = s.minimum("J")
-    k = best.index
-    lo, hi = float(s.grid[max(k - 1, 0)]), float(s.grid[min(k + 1, len(s.grid) - 1)])
+    lo, hi = best.neighbours
     plot_scan(s, ["J"], out / "scan.png")
     info = {"parameter": name, "grid": [float(grid[0]), float(grid[-1]), len(grid)],
             "grid_minimum": best.value, "at_edge": best.at_edge, "basin": best.basin,

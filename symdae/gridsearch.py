@@ -37,6 +37,7 @@ class GridMinimum:
     cost: float
     at_edge: bool
     basin: tuple
+    neighbours: tuple       # the grid values either side (the value itself at an edge)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ class ScanResult:
         while hi < len(J) - 1 and J[hi + 1] >= J[hi]:
             hi += 1
         return GridMinimum(float(self.grid[k]), k, float(J[k]), k in (0, len(J) - 1),
-                           (float(self.grid[lo]), float(self.grid[hi])))
+                           (float(self.grid[lo]), float(self.grid[hi])),
+                           (float(self.grid[max(k - 1, 0)]),
+                            float(self.grid[min(k + 1, len(J) - 1)])))
 
 
 def _grid(grid) -> np.ndarray:
@@ -147,7 +150,5 @@ def scan_refine(experiment: Experiment, name: str, grid, *, method: str = "L-BFG
     s = scan(experiment.system, experiment.scenario, {"J": experiment.cost}, name, grid,
              experiment.params, executor)
     best = s.minimum("J")
-    k = best.index
-    lo, hi = s.grid[max(k - 1, 0)], s.grid[min(k + 1, len(s.grid) - 1)]
-    result = refine(experiment, name, best.value, lo, hi, method, progress)
+    result = refine(experiment, name, best.value, *best.neighbours, method, progress)
     return s, best, result

@@ -11,6 +11,7 @@ import json
 import math
 import sys
 
+import numpy as np
 import pytest
 
 import symdae
@@ -365,3 +366,14 @@ def test_settled_at_is_the_first_iteration_that_stays_near_the_result():
                                experiment_costs={})
     assert res.settled_at(rel=1e-6) == 2     # 2.0000001 is within 1e-6, b exactly 0
     assert res.settled_at(rel=1e-8) == 3
+
+
+def test_scan_then_refine_between_the_neighbours(experiment, oscillator):
+    """scan_refine: the best grid point of c and a bounded refinement between its
+    neighbours recover the true c (d at its true, nominal value)."""
+    nominal = dict(zip(oscillator.model.parameter_names, oscillator.model.nominal_values))
+    assert nominal["d"] == TRUTH_OSC["d"]
+    s, best, res = symdae.scan_refine(experiment, "c", np.linspace(20.0, 60.0, 9))
+    assert best.value == 40.0 and best.neighbours == (35.0, 45.0) and not best.at_edge
+    assert s.minimum("J") == best
+    assert abs(res.values["c"] / TRUTH_OSC["c"] - 1) <= 1e-8
