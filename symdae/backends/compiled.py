@@ -18,9 +18,6 @@ from .base import (AdjointResult, Counters, ForwardResult, Grid, Restart, SweepR
 
 __all__ = ["CompiledBackend", "core_available"]
 
-SMALL_LU = 32    # dense.pxd: LAPACK above this size
-
-
 def core_available() -> bool:
     """Is the compiled core importable (was the package built)?"""
     try:
@@ -165,7 +162,8 @@ class CompiledBackend:
     def _lapack(self):
         """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
         dense LU, symdae/core/dense.pxd); nothing to do for smaller ones."""
-        return one_blas_thread() if self.sizes.nm > SMALL_LU else contextlib.nullcontext()
+        return (one_blas_thread() if self.sizes.nm > self._hht.DENSE_LU_MAX
+                else contextlib.nullcontext())
 
     @staticmethod
     def _states(fwd: ForwardResult):

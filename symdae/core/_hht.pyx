@@ -22,6 +22,7 @@ from libc.string cimport memcpy, memset
 from symdae.core.kernel_api cimport *
 from symdae.core.sparse cimport SparseLU, carve_sparse
 from symdae.core.factors cimport prepare_lu
+from symdae.core.dense cimport SMALL_LU
 from symdae.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
                                  take_int, arena_allocate, arena_check)
 from symdae.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
@@ -33,6 +34,7 @@ STATUS = {"OK": OK, "NEWTON_FAILED": NEWTON_FAILED, "SINGULAR": SINGULAR,
           "NOT_FINITE": NOT_FINITE}
 N_KERNELS = SYMDAE_N_KERNELS
 ABI_VERSION = SYMDAE_ABI_VERSION
+DENSE_LU_MAX = SMALL_LU      # dense.pxd: the core's own LU up to this size, LAPACK above
 
 cdef double _EMPTY[1]   # the base of every zero-width array (never read)
 
