@@ -162,8 +162,8 @@ def _cmd_design(args) -> int:
         points = args.rms_points or (41 if len(free) == 1 else 21)
         if len(free) <= 2:
             grid = {k: truth[k] * np.linspace(0.9, 1.1, points) for k in free}
-            scans = [rms_error_scan(system, scenario, labels, outputs, grid, truth=truth,
-                                    noise=s) for s in args.rms_noise]
+            scans = rms_error_scan(system, scenario, labels, outputs, grid, truth=truth,
+                                   noise=list(args.rms_noise))
             report["rms_scans"] = [{"noise": s.noise, "axes": {k: v.tolist() for k, v in
                                                               s.axes.items()},
                                     "minimum": {k: float(np.min(v)) for k, v in

@@ -107,29 +107,37 @@ class RMSScan:
 
 
 def rms_error_scan(system, scenario: Scenario, inputs: Mapping, outputs: Sequence[str],
-                   grid: Mapping, truth: Mapping | None = None, noise: float = 0.0,
-                   seed: int = 2024) -> RMSScan:
+                   grid: Mapping, truth: Mapping | None = None, noise=0.0,
+                   seed: int = 2024):
     """E_RMS(b) (eq. 19) over ``grid`` ({parameter: values}, one or two parameters) for each
-    input, from data simulated at ``truth`` plus N(0, noise^2) on every sample."""
+    input, from data simulated at ``truth`` plus N(0, noise^2) on every sample. ``noise``: one
+    level (returns an RMSScan) or a sequence of levels (returns a list, one RMSScan each,
+    the grid simulated once for all of them; each level's noise drawn from its own generator
+    seeded with ``seed``, as one call per level would)."""
     if not 1 <= len(grid) <= 2:
         raise InputError("grid must scan one or two parameters")
+    levels = [float(noise)] if np.ndim(noise) == 0 else [float(x) for x in noise]
     names = list(grid)
     axes = {k: np.asarray(v, dtype=float) for k, v in grid.items()}
-    rng = np.random.default_rng(seed)
+    rngs = [np.random.default_rng(seed) for _ in levels]
     truth = dict(truth or {})
-    values = {}
+    values = [{} for _ in levels]
     for label, inp in inputs.items():
         sc = scenario.replace(inputs=dict(inp))
         run = system.simulate(sc, params=truth)
-        data = {o: run.outputs[o] + (rng.normal(0.0, noise, run.t.size) if noise else 0.0)
-                for o in outputs}
-        E = np.zeros([axes[k].size for k in names])
+        data = [{o: run.outputs[o] + (rng.normal(0.0, s, run.t.size) if s else 0.0)
+                 for o in outputs} for s, rng in zip(levels, rngs)]
+        E = [np.zeros([axes[k].size for k in names]) for _ in levels]
         for idx in itertools.product(*(range(axes[k].size) for k in names)):
             p = {**truth, **{k: axes[k][i] for k, i in zip(names, idx)}}
             y = system.simulate(sc, params=p).outputs
-            E[idx] = 0.5 * sum(float(np.sum((data[o] - y[o]) ** 2)) for o in outputs)
-        values[label] = E
-    return RMSScan(axes, values, {k: truth.get(k) for k in names}, float(noise))
+            for Ej, dj in zip(E, data):
+                Ej[idx] = 0.5 * sum(float(np.sum((dj[o] - y[o]) ** 2)) for o in outputs)
+        for vj, Ej in zip(values, E):
+            vj[label] = Ej
+    scans = [RMSScan(axes, vj, {k: truth.get(k) for k in names}, s)
+             for vj, s in zip(values, levels)]
+    return scans[0] if np.ndim(noise) == 0 else scans
 
 
 def compare_monte_carlo(system, scenario: Scenario, inputs: Mapping, outputs: Sequence[str],

@@ -136,3 +136,13 @@ def test_rms_error_curvature_follows_the_fisher_information(two_mass):
         F = at_truth.evaluate(U, gradient=False).fisher.matrix[0, 0]
         assert scan.curvature(label) == pytest.approx(F, rel=1e-4)
     assert np.argmin(scan.values["optimal"]) == 2
+    # several noise levels in one call: the grid simulated once, each level as its own call
+    several = rms_error_scan(system, ns["SCENARIO"], inputs, ["x2"], grid,
+                             truth={"c2": 1100.0}, noise=[0.0, 1e-4])
+    one = rms_error_scan(system, ns["SCENARIO"], inputs, ["x2"], grid, truth={"c2": 1100.0},
+                         noise=1e-4)
+    assert [s.noise for s in several] == [0.0, 1e-4]
+    for label in inputs:
+        assert np.array_equal(several[0].values[label], scan.values[label])
+        assert np.array_equal(several[1].values[label], one.values[label])
+        assert not np.array_equal(one.values[label], scan.values[label])
