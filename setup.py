@@ -1,25 +1,26 @@
-"""Build of symdae's compiled HHT core (the per-model kernels are compiled at run time)."""
-from Cython.Build import cythonize
-from setuptools import Extension, setup
+"""Build of symdae's compiled HHT core (the per-model kernels are compiled at run time).
 
-core = Extension(
-    "symdae.core._hht",
-    ["symdae/core/_hht.pyx"],
-    include_dirs=["symdae/core"],
-    extra_compile_args=["-O3", "-g0"],
-)
-# the reverse-over-tangent sweep of optimal input design (symdae/core/design.pxd)
-design = Extension(
-    "symdae.core._design",
-    ["symdae/core/_design.pyx"],
-    include_dirs=["symdae/core"],
-    extra_compile_args=["-O3", "-g0"],
-)
+Packages are found, not listed, so a new subpackage cannot be left out of the wheel; the
+bundled models (top-level ``models/``) install as ``symdae.models``, and the core's Cython
+headers ship as package data because every per-model build cimports them.
+"""
+from Cython.Build import cythonize
+from setuptools import Extension, find_packages, setup
+
+CORE = "symdae/core"
+FLAGS = ["-O3", "-g0"]
+extensions = [
+    Extension("symdae.core._hht", [f"{CORE}/_hht.pyx"], include_dirs=[CORE],
+              extra_compile_args=FLAGS),
+    # the reverse-over-tangent sweep of optimal input design (design.pxd)
+    Extension("symdae.core._design", [f"{CORE}/_design.pyx"], include_dirs=[CORE],
+              extra_compile_args=FLAGS),
+]
 
 setup(
-    packages=["symdae", "symdae.core", "symdae.models"],
+    packages=find_packages(include=["symdae", "symdae.*"]) + ["symdae.models"],
     package_dir={"symdae.models": "models"},
     package_data={"symdae.core": ["*.pxd", "*.h"], "symdae.models": ["*.py"]},
-    ext_modules=cythonize([core, design], compiler_directives={"language_level": 3}),
+    ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
     zip_safe=False,
 )

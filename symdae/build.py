@@ -34,12 +34,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import platformdirs
 from filelock import FileLock
 
 from .errors import BuildError
 
 __all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "build_name", "write_source",
-           "compile_module", "load_module", "build_cached", "compiler_available",
+           "compile_module", "load_module", "build_cached", "compiler_available", "compiler_command",
            "generator_digest"]
 
 COMPILE_FLAGS = ("-O2", "-g0")
@@ -54,18 +55,33 @@ GENERATOR_SOURCES = ("model.py", "derivation.py", "kernels.py", "emit.py", "prin
 
 
 def default_cache_dir() -> Path:
-    """``$SYMDAE_CACHE_DIR``; else ``generated/`` of a source checkout; else ``~/.cache/symdae``."""
+    """Where compiled models are cached: ``$SYMDAE_CACHE_DIR``; else ``generated/`` of a source
+    checkout; else the platform's per-user cache folder (``~/.cache/symdae`` on Linux), never
+    the installed package's folder."""
     env = os.environ.get("SYMDAE_CACHE_DIR")
     if env:
-        return Path(env)
+        return Path(env).expanduser()
     repo = _PKG.parent / "generated"
     if (repo / "README.md").is_file() and os.access(repo, os.W_OK):
         return repo
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "symdae"
+    return Path(platformdirs.user_cache_dir("symdae", appauthor=False))
 
 
-def _compiler_command() -> list[str]:
+def _usable_cache(cache: Path) -> None:
+    """Create the cache folder or raise a BuildError that names it and says what to do."""
+    hint = "set SYMDAE_CACHE_DIR (or pass cache_dir=) to a writable folder"
+    if cache.exists() and not cache.is_dir():
+        raise BuildError(f"the compile cache {cache} is not a folder; {hint}")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cannot create the compile cache {cache}: {exc.strerror or exc}; "
+                         f"{hint}") from None
+    if not os.access(cache, os.W_OK | os.X_OK):
+        raise BuildError(f"the compile cache {cache} is not writable; {hint}")
+
+
+def compiler_command() -> list[str]:
     """The C compiler setuptools will use: $CC, else Python's configured one."""
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     return cc.split()
@@ -73,7 +89,7 @@ def _compiler_command() -> list[str]:
 
 def compiler_available() -> bool:
     """Is there a C compiler to build models with?"""
-    return shutil.which(_compiler_command()[0]) is not None
+    return shutil.which(compiler_command()[0]) is not None
 
 
 @functools.lru_cache(maxsize=None)
@@ -221,7 +237,7 @@ def build_cached(name: str, key: str, make_source: Callable[[], tuple[str, dict]
 
 def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
            make_source, meta: dict, verbose: bool) -> dict:
-    cache.mkdir(parents=True, exist_ok=True)
+    _usable_cache(cache)
     with FileLock(str(cache / f".{dirname}.lock")):
         if _intact(final, so_name):       # another process built it while we waited
             return {}
@@ -248,7 +264,7 @@ def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
         shutil.rmtree(tmp / "build", ignore_errors=True)
         meta = dict(meta, sha256=_sha256(so), flags=list(COMPILE_FLAGS),
                     tools=dict(_tool_versions(),
-                               compiler=_compiler_version(_compiler_command()[0])),
+                               compiler=_compiler_version(compiler_command()[0])),
                     timings=timings)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         os.rename(tmp, final)

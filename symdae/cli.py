@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from . import cli_pod
+from ._version import __version__
 
 
 __all__ = ["main", "build_parser"]
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symdae", description="Simulate and identify SymPy multibody models with a "
         "compiled HHT integrator and exact discrete-adjoint gradients.")
+    parser.add_argument("--version", action="version", version=f"symdae {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the bundled models")

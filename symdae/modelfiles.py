@@ -40,7 +40,14 @@ def load_model(source: str | Path, attribute: str = "model"):
         path = bundled_model_path(str(source))
     if not path.is_file():
         raise ModelError(f"model file {str(path)!r} does not exist")
-    namespace = runpy.run_path(str(path))
+    try:
+        namespace = runpy.run_path(str(path))
+    except ImportError as exc:
+        # an import the file needs but this installation lacks: name the file and the module,
+        # not only the module (a traceback into runpy tells a user nothing)
+        what = f"module {exc.name!r}" if exc.name else "a module"
+        raise ModelError(f"model file {path} imports {what} that is not installed here: "
+                         f"{exc}") from exc
     if attribute not in namespace:
         raise ModelError(f"model file {path} defines no {attribute!r}")
     return namespace[attribute], namespace

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import warnings
 
-from .build import build_cached, cache_key, compiler_available
+from .build import build_cached, cache_key, compiler_available, compiler_command
 from .derivation import derive
 from .emit import emit_cython
 from .errors import BuildError, InputError
@@ -80,8 +80,8 @@ def compile_model(model, cache_dir=None, *, backend: str = "auto", verbose: bool
         impl, info = _numpy(model)
     elif backend == "compiled":
         if not core_available():
-            raise BuildError("the compiled core symdae.core._hht is not built: install the "
-                             "package (pip install -e .) or use backend='numpy'")
+            raise BuildError("the compiled core symdae.core._hht is not built: reinstall "
+                             "symdae with a C compiler present, or use backend='numpy'")
         impl, info = _load_compiled(model, cache_dir, verbose)
     else:
         impl, info = _auto(model, cache_dir, verbose)
@@ -95,6 +95,7 @@ def _auto(model, cache_dir, verbose: bool):
     why = None
     if not core_available():
         why = "the compiled core symdae.core._hht is not built"
+        how = "reinstall symdae with a C compiler present (pip install symdae)"
     else:
         can_build = compiler_available()
         try:
@@ -102,8 +103,9 @@ def _auto(model, cache_dir, verbose: bool):
         except BuildError:
             if can_build:
                 raise
-            why = "there is no C compiler and the model is not in the cache"
-    warnings.warn(f"symdae: {why}; model {model.name!r} runs on the NumPy backend, which is "
-                  "exact but slow. Install a C compiler (and pip install -e .) for the "
-                  "compiled one.", RuntimeWarning, stacklevel=3)
+            why = f"no C compiler ({compiler_command()[0]!r}) and model {model.name!r} is " \
+                  "not in the cache"
+            how = "install one (e.g. gcc, or set CC) for the compiled speed"
+    warnings.warn(f"symdae: {why}: it runs on the NumPy backend (exact, much slower); {how}",
+                  RuntimeWarning, stacklevel=3)
     return _numpy(model)

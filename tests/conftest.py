@@ -5,9 +5,19 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from pathlib import Path
+
+import pytest
 
 
 def pytest_configure(config):
+    if os.environ.get("SYMDAE_TEST_INSTALLED") == "1":
+        # the run that tests the installed wheel must not import the source tree
+        import symdae
+        where = Path(symdae.__file__).resolve()
+        if "site-packages" not in where.parts or Path(__file__).resolve().parents[1] in \
+                where.parents:
+            pytest.exit(f"SYMDAE_TEST_INSTALLED=1 but symdae was imported from {where}", 2)
     if "SYMDAE_CACHE_DIR" not in os.environ:
         folder = tempfile.mkdtemp(prefix="symdae-test-cache-")
         os.environ["SYMDAE_CACHE_DIR"] = folder

@@ -25,7 +25,7 @@ def test_bundled_models_are_listed_and_load():
 
 def test_load_model_from_a_plain_checkout(tmp_path):
     """A copy of the source tree, first on sys.path, with no install behind it."""
-    shutil.copytree(ROOT / "symdae", tmp_path / "symdae",
+    shutil.copytree(Path(symdae.__file__).parent, tmp_path / "symdae",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "models", tmp_path / "models",
                     ignore=shutil.ignore_patterns("__pycache__"))
