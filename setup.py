@@ -7,20 +7,20 @@ headers ship as package data because every per-model build cimports them.
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
 
-CORE = "symdae/core"
+CORE = "symdae/simulation/core"
 FLAGS = ["-O3", "-g0"]
 extensions = [
-    Extension("symdae.core._hht", [f"{CORE}/_hht.pyx"], include_dirs=[CORE],
+    Extension("symdae.simulation.core._hht", [f"{CORE}/_hht.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
     # the reverse-over-tangent sweep of optimal input design (design.pxd)
-    Extension("symdae.core._design", [f"{CORE}/_design.pyx"], include_dirs=[CORE],
+    Extension("symdae.simulation.core._design", [f"{CORE}/_design.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
 ]
 
 setup(
     packages=find_packages(include=["symdae", "symdae.*"]) + ["symdae.models"],
     package_dir={"symdae.models": "models"},
-    package_data={"symdae.core": ["*.pxd", "*.h"], "symdae.models": ["*.py"]},
+    package_data={"symdae.simulation.core": ["*.pxd", "*.h"], "symdae.models": ["*.py"]},
     ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
     zip_safe=False,
 )

@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import interleaved_times as interleaved, machine_line  # noqa: E402
 
 import symdae  # noqa: E402
-from symdae.design_problem import DesignProblem  # noqa: E402
-from symdae.design_study import compare_monte_carlo, model_design, study_inputs  # noqa: E402
-from symdae.fisher import fisher_information, output_sensitivities  # noqa: E402
-from symdae.input_adjoint import tangent_arrays  # noqa: E402
-from symdae.backends.design import design_adjoint  # noqa: E402
+from symdae.design.problem import DesignProblem  # noqa: E402
+from symdae.design.study import compare_monte_carlo, model_design, study_inputs  # noqa: E402
+from symdae.identification.fisher import fisher_information, output_sensitivities  # noqa: E402
+from symdae.design.gradients import tangent_arrays  # noqa: E402
+from symdae.simulation.backends.design import design_adjoint  # noqa: E402
 
 FOUR = {"two_mass_oscillator": ["c1", "c2", "d1", "d2"],
         "cart_pendulum": ["sp", "dp", "Jp", "dc"]}
@@ -46,7 +46,7 @@ FOUR = {"two_mass_oscillator": ["c1", "c2", "d1", "d2"],
 
 def load(name):
     model, ns = symdae.load_model(name)
-    system = model.compile()
+    system = symdae.compile_model(model)
     sc = ns["SCENARIO"].replace(inputs=ns["DESIGN"]["start_input"])
     return system, ns, sc
 
@@ -139,7 +139,7 @@ def bench_designs() -> dict:
     out = {}
     for name in ("two_mass_oscillator", "cart_pendulum"):
         model, ns = symdae.load_model(name)
-        system = model.compile()
+        system = symdae.compile_model(model)
         d = model_design(model, ns, system=system, progress=False)
         out[name] = (system, ns, d)
         print("\n" + d.summary())

@@ -7,13 +7,13 @@ pendulum (h = 1e-3, alpha = -0.3, 1 s) and spring_chain (h = 1e-4, alpha = -0.1,
 Per model it measures
 
 * forward: median wall time of ``system.simulate`` over several runs after a warm-up, and of
-  the bare compiled sweep ``symdae.core._hht.forward`` called with the arguments simulate
+  the bare compiled sweep ``symdae.simulation.core._hht.forward`` called with the arguments simulate
   passes (arrays allocated beforehand), so the Python setup (validation, consistent initial
   state, allocation, Trajectory) shows as the difference; us per step; Newton iterations and
   factorisations per step;
-* cold build: ``model.compile(cache_dir=<fresh temporary folder>)``, per stage (derive, emit,
+* cold build: ``symdae.compile_model(model, cache_dir=<fresh temporary folder>)``, per stage (derive, emit,
   compile) from ``build_info``, and in total (including the cache key and the load);
-* warm load: ``model.compile()`` again into that same folder, median of several calls in this
+* warm load: ``symdae.compile_model(model)`` again into that same folder, median of several calls in this
   process, and in fresh subprocesses (only the compile() call is timed there; the import of
   symdae and the model file are reported separately).
 
@@ -38,8 +38,8 @@ import numpy as np
 from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
-from symdae.core import _hht
-from symdae.initial import initial_state
+from symdae.simulation.core import _hht
+from symdae.simulation.initial import initial_state
 
 TARGETS = {"forward_s": 6e-3, "cold_s": 10.0, "warm_s": 0.3}
 
@@ -57,7 +57,7 @@ t0 = time.perf_counter()
 import symdae
 model, _ = symdae.load_model(sys.argv[1])
 t1 = time.perf_counter()
-system = model.compile(cache_dir=sys.argv[2])
+system = symdae.compile_model(model, cache_dir=sys.argv[2])
 t2 = time.perf_counter()
 print(json.dumps({"compile_s": t2 - t1, "import_s": t1 - t0,
                   "cache_hit": system.build_info["cache_hit"]}))
@@ -114,7 +114,7 @@ def bench_model(name, t_end, h, alpha, zero_start, *, runs, warm_runs, fresh_run
     if cold:
         with tempfile.TemporaryDirectory(prefix="symdae-bench-cache-") as cache:
             t0 = time.perf_counter()
-            system = model.compile(cache_dir=cache)
+            system = symdae.compile_model(model, cache_dir=cache)
             row["cold_wall_s"] = time.perf_counter() - t0
             info = system.build_info
             if info.get("cache_hit"):
@@ -123,7 +123,7 @@ def bench_model(name, t_end, h, alpha, zero_start, *, runs, warm_runs, fresh_run
             warm = []
             for _ in range(warm_runs):
                 t0 = time.perf_counter()
-                s2 = model.compile(cache_dir=cache)
+                s2 = symdae.compile_model(model, cache_dir=cache)
                 warm.append(time.perf_counter() - t0)
                 assert s2.build_info["cache_hit"]
             row["warm_s"] = warm
@@ -138,7 +138,7 @@ def bench_model(name, t_end, h, alpha, zero_start, *, runs, warm_runs, fresh_run
             row["fresh_s"], row["fresh_import_s"] = fresh, imports
 
     # ---- forward, from the default cache
-    system = model.compile()
+    system = symdae.compile_model(model)
     row["default_cache_hit"] = system.build_info["cache_hit"]
     kw = dict(t_end=t_end, h=h, alpha=alpha)
     if zero_start:
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
                                 fresh_runs=fresh_runs, cold=not args.quick))
     print()
     print("all models (1 s each; simulate/bare = median forward wall time; warm/fresh = "
-          "median model.compile() from a warm cache, same / fresh process)")
+          "median symdae.compile_model(model) from a warm cache, same / fresh process)")
     print_table(rows)
     print(f"load avg at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0

@@ -27,8 +27,8 @@ from _common import interleaved, machine_line  # benchmarks/_common.py (the scri
 
 import symdae
 from symdae import Experiment, FourierCost, LeastSquares, Measurement, Window, identify
-from symdae.costs import Line
-from symdae.sensitivity import adjoint_gradient
+from symdae.costs.fourier import Line
+from symdae.simulation.sensitivity import adjoint_gradient
 
 TRUE = {"c_f": 10.0, "d_f": 0.02}
 PAPER = {"c_f": 9.98, "d_f": 0.019}
@@ -125,7 +125,7 @@ def main() -> None:
     reps = args.reps or (7 if args.quick else 31)
     print(machine_line())
     model, ns = symdae.load_model("cart_pendula")
-    system = model.compile()
+    system = symdae.compile_model(model)
     cost_overhead(system, ns, reps)
     cart_example(system, ns, args.t_end)
 

@@ -35,13 +35,13 @@ from _common import machine_line  # noqa: E402
 
 import symdae  # noqa: E402
 from symdae import Experiment, LeastSquares, Measurement, identify, monte_carlo  # noqa: E402
-from symdae.fisher import fisher_information, output_sensitivities  # noqa: E402
+from symdae.identification.fisher import fisher_information, output_sensitivities  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- 1. engine mount
 def engine_mount():
     model, ns = symdae.load_model("engine_mount")
-    system = model.compile()
+    system = symdae.compile_model(model)
     truth = dict(zip(model.parameter_names, model.nominal_values))
     data = Measurement.from_trajectory(system.simulate(ns["SCENARIO"]), ["a1"])
     exp = Experiment(system, LeastSquares(data, ["a1"]), ns["SCENARIO"], name="engine_mount")
@@ -134,7 +134,7 @@ def experiments(model_name: str, inp: str, output: str):
     """The bundled model's experiment with noise-free data from its nominal (true) values;
     module level so that Dask workers can build it (once per batch)."""
     model, ns = symdae.load_model(model_name)
-    system = model.compile()
+    system = symdae.compile_model(model)
     sc = ns["SCENARIO"].replace(inputs={"F": ns["REFERENCE_INPUTS"][inp]})
     data = Measurement.from_trajectory(system.simulate(sc), [output])
     # eta = 1: the per-sample noise model of the spec's Fisher matrix

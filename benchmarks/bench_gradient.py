@@ -23,10 +23,10 @@ import numpy as np
 from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
-from symdae.costs import LeastSquares
-from symdae.data import Measurement
+from symdae.costs.time_domain import LeastSquares
+from symdae.data.measurement import Measurement
 from symdae import Experiment, Scenario, identify
-from symdae.sensitivity import adjoint_gradient, tangent
+from symdae.simulation.sensitivity import adjoint_gradient, tangent
 
 # issue 3: J + gradient <= 8 ms, ratio <= 1.4; issue 7: (J + gradient) / J <= 1.3, identification
 # to 1e-10 in <= 0.6 s
@@ -39,7 +39,7 @@ def fmt(pair, unit=1e3, suffix="ms"):
 
 def engine_mount(reps: int) -> dict:
     model, ns = symdae.load_model("engine_mount")
-    system = model.compile()
+    system = symdae.compile_model(model)
     T, h, alpha = 1.0, 1e-4, -0.1
     data = Measurement.from_trajectory(system.simulate(t_end=T, h=h, alpha=alpha), ["a1"])
     cost = LeastSquares(data, ["a1"])
@@ -75,13 +75,13 @@ def engine_mount(reps: int) -> dict:
 
 
 def chain(reps: int, T: float) -> dict:
-    from symdae.modelfiles import bundled_model_path
+    from symdae.model.files import bundled_model_path
     import runpy
 
     make_chain = runpy.run_path(str(bundled_model_path("spring_chain")))["make_chain"]
     out = {}
     for k in (2, 20):   # 2 or 20 parametrised elements: 4 or 40 element parameters
-        system = make_chain(20, k).compile()
+        system = symdae.compile_model(make_chain(20, k))
         ref = system.simulate(t_end=T, h=1e-4, alpha=-0.1)
         cost = LeastSquares({"x_end": ref.outputs["x_end"] * 1.01})
 
@@ -141,7 +141,7 @@ def main() -> None:
           f"(target <= {TARGETS['ratio_40_4']:g})\n")
 
     model, ns = symdae.load_model("engine_mount")
-    system = model.compile()
+    system = symdae.compile_model(model)
     data = Measurement.from_trajectory(system.simulate(t_end=1.0, h=1e-4, alpha=-0.1), ["a1"])
     exp = Experiment(system, LeastSquares(data, ["a1"]), Scenario(t_end=1.0, h=1e-4, alpha=-0.1))
     truth = dict(zip(model.parameter_names, model.nominal_values))

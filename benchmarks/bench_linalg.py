@@ -1,13 +1,13 @@
 """Dense LU in the HHT core: symdae's own LU vs LAPACK dgetrf/dgetrs, per matrix size.
 
-symdae/core/dense.pxd factorises systems of size <= SMALL_LU with a hand-written LU (partial
+symdae/simulation/core/dense.pxd factorises systems of size <= SMALL_LU with a hand-written LU (partial
 pivoting) and hands larger ones to LAPACK (scipy.linalg.cython_lapack dgetrf/dgetrs). This
 script measures both paths so that threshold rests on figures:
 
 * A throwaway Cython extension is written and compiled into a temporary folder at run time
-  (with symdae.build.compile_module, the same child-process build the generated model modules
+  (with symdae.build.cache.compile_module, the same child-process build the generated model modules
   use, but with the core's -O3 flags); nothing is written into the repository.
-* It cimports ``symdae.core.dense`` as shipped (the own LU for N <= SMALL_LU is timed there,
+* It cimports ``symdae.simulation.core.dense`` as shipped (the own LU for N <= SMALL_LU is timed there,
   exactly as the core compiles it) and copies of that same file, made at run time in the
   temporary folder with only the SMALL_LU value changed: ``dense_lapack`` (SMALL_LU = 0: the
   LAPACK branch of lu_factor/lu_solve for every N, i.e. what the core pays above the threshold:
@@ -57,7 +57,7 @@ HEADER = '''\
 # Throwaway benchmark module written by benchmarks/bench_linalg.py.
 from libc.string cimport memcpy
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
-cimport symdae.core.dense as shipped
+cimport symdae.simulation.core.dense as shipped
 
 SMALL_LU_SHIPPED = shipped.SMALL_LU
 '''
@@ -156,7 +156,7 @@ def variant(text: str, value: int) -> str:
     """dense.pxd with SMALL_LU set to ``value`` (everything else unchanged)."""
     new, count = re.subn(r"(\bSMALL_LU\s*=\s*)\d+", rf"\g<1>{value}", text, count=1)
     if count != 1:
-        raise SystemExit("could not find 'SMALL_LU = <int>' in symdae/core/dense.pxd")
+        raise SystemExit("could not find 'SMALL_LU = <int>' in symdae/simulation/core/dense.pxd")
     return new
 
 
@@ -165,8 +165,8 @@ def build(tmp: Path, sizes):
 
     Returns (module, shipped SMALL_LU, {path name: module alias}, build seconds).
     """
-    from symdae.build import compile_module, load_module
-    dense = (REPO / "symdae" / "core" / "dense.pxd").read_text()
+    from symdae.build.cache import compile_module, load_module
+    dense = (REPO / "symdae" / "simulation" / "core" / "dense.pxd").read_text()
     shipped = int(re.search(r"\bSMALL_LU\s*=\s*(\d+)", dense).group(1))
     paths = {"copy": "copy", "bare": "bare", "lapack": "lapack", "unbounded": "unbounded",
              "shipped": "shipped"}
@@ -180,7 +180,7 @@ def build(tmp: Path, sizes):
     modname = "symdae_bench_linalg"
     (tmp / f"{modname}.pyx").write_text(module_source(paths))
     t0 = time.perf_counter()
-    # Same flags as the core (setup.py): dense.pxd is inlined into symdae/core/_hht.pyx.
+    # Same flags as the core (setup.py): dense.pxd is inlined into symdae/simulation/core/_hht.pyx.
     so = compile_module(tmp, modname, flags=("-O3", "-g0"))
     build_s = time.perf_counter() - t0
     mod = load_module(so, modname)

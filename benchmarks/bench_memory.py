@@ -7,7 +7,7 @@ Strategies (each in a fresh subprocess, so that its peak resident memory is its 
                factorisation and time terms kept (no refactorisation in the adjoint);
   states       the default of Experiment.evaluate when the states fit the budget: states kept,
                the adjoint refactorises each step's Newton matrix;
-  checkpoints  symdae.checkpoint.cost_and_gradient with a budget of --budget MiB: segments
+  checkpoints  symdae.simulation.checkpoint.cost_and_gradient with a budget of --budget MiB: segments
                recomputed from checkpoints (one more forward sweep).
 Models: the engine mount (5 x 5 Newton matrix, the paper's scenario lengthened to the step
 counts) and a chain of --chain pendula (3 x chain square Newton matrix, 42 x 42 by default).
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[5])
 import symdae
 from symdae import LeastSquares, Scenario
-from symdae.checkpoint import cost_and_gradient
+from symdae.simulation.checkpoint import cost_and_gradient
 name, steps, strategy, budget = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 if name == "engine_mount":
     model, _ = symdae.load_model("engine_mount")
@@ -44,7 +44,7 @@ else:
     sc = Scenario(t_end=steps * 1e-3, h=1e-3, alpha=-0.1)
     moved = {"l": 0.31, "d": 0.06}
     out = "y_end"
-system = model.compile()
+system = symdae.compile_model(model)
 ref = np.load(sys.argv[6]) if len(sys.argv) > 6 else None
 data = {out: np.sin(np.linspace(0, 10, steps + 1))}        # any data: the cost's value is not the point
 cost = LeastSquares(data, [out])

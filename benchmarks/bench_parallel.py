@@ -42,7 +42,7 @@ def main():
     args = ap.parse_args()
     print(machine_line())
     model, ns = symdae.load_model("engine_mount")
-    system = model.compile()
+    system = symdae.compile_model(model)
     exps = experiments(system, ns["SCENARIO"], args.experiments)
     start = ns["START"]
     threads = ThreadPoolExecutor(2)

@@ -25,7 +25,7 @@ from _common import interleaved, machine_line  # benchmarks/_common.py (the scri
 
 import symdae
 from symdae import Measurement, PODCost
-from symdae.costs import LeastSquares
+from symdae.costs.time_domain import LeastSquares
 
 
 def scaling(elements, reps):
@@ -38,7 +38,7 @@ def scaling(elements, reps):
             t0 = time.perf_counter()
             model = ns["make_beam"](ne, 11)
             t_model = time.perf_counter() - t0
-            system = model.compile(cache_dir=cache)
+            system = symdae.compile_model(model, cache_dir=cache)
             b = system.build_info
             print(f"{ne:4d} {model.n:4d} {b['derive_s']:9.2f} {b['emit_s']:7.2f} "
                   f"{b['compile_s']:9.2f} {b['total_s'] + t_model:8.2f}  (model file "
@@ -66,7 +66,7 @@ def scaling(elements, reps):
 
 def pod_costs(reps):
     model, ns = symdae.load_model("flexible_beam")
-    system = model.compile()
+    system = symdae.compile_model(model)
     sc, outs = ns["SCENARIO"], ns["OUTPUTS"]
     P = {"EI": 400.0, **ns["UNCERTAIN_JOINTS"]}
     data = Measurement.from_trajectory(system.simulate(sc), outs)

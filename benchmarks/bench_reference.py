@@ -54,8 +54,8 @@ from reference.engine_mount import (
 )
 
 import symdae
-from symdae.costs import LeastSquares
-from symdae.sensitivity import adjoint_gradient
+from symdae.costs.time_domain import LeastSquares
+from symdae.simulation.sensitivity import adjoint_gradient
 
 GOALS = {"J": 0.9, "JG": 1.0, "JG/J": 1.3}
 
@@ -76,7 +76,7 @@ def make_setup(folder: Path) -> Setup:
     if tuple(model.parameter_names) != PARAMETER_NAMES:
         raise RuntimeError(f"engine_mount parameters {model.parameter_names} are not the ones "
                            f"the C reference hard-codes {PARAMETER_NAMES}")
-    system = model.compile()
+    system = symdae.compile_model(model)
     sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4))
     data = system.simulate(sc).outputs["a1"].copy()
     cost = LeastSquares({"a1": data}, ["a1"], quadrature="left")
@@ -94,7 +94,7 @@ def make_setup(folder: Path) -> Setup:
 
 def verify(su: Setup) -> dict:
     """Agreement of the reference with symdae at the start values (asserted loosely here;
-    tests/test_reference_engine_mount.py holds the tolerances)."""
+    tests/simulation/test_reference_engine_mount.py holds the tolerances)."""
     system, ref = su.system, su.refs["-O2"]
     tr = system.simulate(su.scenario, params=su.start, store_factorizations=True)
     J, dS = su.cost.evaluate(system, tr)
@@ -156,8 +156,8 @@ def public_contenders(su: Setup) -> dict:
 def internal_contenders(su: Setup) -> dict:
     """The bare compiled sweeps and the Python pieces, called as System.simulate and
     adjoint_gradient call them (symdae internals: the compiled backend's core calls)."""
-    from symdae.backends.base import Grid
-    from symdae.initial import init_adjoint, initial_state
+    from symdae.simulation.backends.base import Grid
+    from symdae.simulation.initial import init_adjoint, initial_state
 
     system, sc, cost = su.system, su.scenario, su.cost
     backend, model = system.backend, system.model

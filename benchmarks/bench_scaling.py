@@ -10,7 +10,7 @@ minus the run's fixed cost; CPU time of the calling thread) and of J + adjoint g
 sparse LU's analysis, the work buffers, the consistent initialisation), from a 1-step run; and
 Newton iterations and factorisations per step. The runs of all sizes are interleaved, so
 background load hits them alike. The core factorises the Newton matrix with the sparse LU of
-symdae/core/sparse.pxd; the fit at the end gives the exponent of per-step time in N.
+symdae/simulation/core/sparse.pxd; the fit at the end gives the exponent of per-step time in N.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def main() -> None:
         for N in sizes:
             model = make_chain(N)
             t0 = time.perf_counter()
-            system = model.compile(cache_dir=cache)
+            system = symdae.compile_model(model, cache_dir=cache)
             info = system.build_info
             data = system.simulate(long)
             cost = LeastSquares({k: data.outputs[k] for k in model.output_names})

@@ -44,7 +44,7 @@ t0 = time.perf_counter()
 import symdae
 model, _ = symdae.load_model("four_cylinder_tvd")
 t1 = time.perf_counter()
-system = model.compile(cache_dir=sys.argv[1])
+system = symdae.compile_model(model, cache_dir=sys.argv[1])
 t2 = time.perf_counter()
 print(json.dumps({"import_and_model_file_s": t1 - t0, "compile_s": t2 - t1,
                   "cache_hit": system.build_info["cache_hit"]}))
@@ -53,11 +53,11 @@ print(json.dumps({"import_and_model_file_s": t1 - t0, "compile_s": t2 - t1,
 _MEMORY_CHILD = r"""
 import json, sys, time
 import symdae
-from symdae.checkpoint import cost_and_gradient
+from symdae.simulation.checkpoint import cost_and_gradient
 from symdae.costs.orders import OrderAnalysis, OrderCost, RunUp
 which, mode, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]) or None
 model, ns = symdae.load_model("four_cylinder_tvd")
-system = model.compile()
+system = symdae.compile_model(model)
 if which == "full":
     params, sc, band, step = {}, ns["SCENARIO"], ns["BAND_RPM"], ns["SPEED_STEP_RPM"]
 else:
@@ -94,14 +94,14 @@ def build(fresh_runs: int) -> dict:
     out = {"model_file_s": t_file}
     with tempfile.TemporaryDirectory(prefix="symdae-bench-tvd-") as cache:
         t0 = time.perf_counter()
-        system = model.compile(cache_dir=cache)
+        system = symdae.compile_model(model, cache_dir=cache)
         out["cold_s"] = time.perf_counter() - t0
         assert not system.build_info["cache_hit"]
         out.update({k: system.build_info[k] for k in ("derive_s", "emit_s", "compile_s")})
         warm = []
         for _ in range(5):
             t0 = time.perf_counter()
-            assert model.compile(cache_dir=cache).build_info["cache_hit"]
+            assert symdae.compile_model(model, cache_dir=cache).build_info["cache_hit"]
             warm.append(time.perf_counter() - t0)
         out["warm_s"] = warm
         fresh, imports = [], []
@@ -140,10 +140,10 @@ def main(argv=None) -> int:
               f"model file {stats(b['fresh_import_s'])} s")
 
     model, ns = symdae.load_model("four_cylinder_tvd")
-    system = model.compile()
+    system = symdae.compile_model(model)
     sc = symdae.Scenario(t_end=0.95, h=2e-5, alpha=-0.05)
     em_model, em_ns = symdae.load_model("engine_mount")
-    em = em_model.compile()
+    em = symdae.compile_model(em_model)
     em_sc = em_ns["SCENARIO"]
     data = Measurement.from_trajectory(system.simulate(sc, params=RUN), ["twist"])
     an = OrderAnalysis.over_band(RunUp.of(RUN), (4000.0, 4600.0), 50.0, (4, 6, 8))

@@ -42,11 +42,11 @@ CHILD = textwrap.dedent('''
 
     import numpy as np
     import symdae
-    from symdae.core import _hht
+    from symdae.simulation.core import _hht
     from symdae.costs import LeastSquares
 
     model, ns = symdae.load_model("engine_mount")
-    s = model.compile()
+    s = symdae.compile_model(model)
     sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4))
     data = s.simulate(sc).outputs["a1"].copy()
     cost = LeastSquares({"a1": data}, ["a1"])
@@ -104,9 +104,9 @@ def build_core(tmp: Path) -> Path:
     setup = textwrap.dedent('''
         from Cython.Build import cythonize
         from setuptools import Extension, setup
-        core = Extension("symdae.core._hht", ["symdae/core/_hht.pyx"],
-                         include_dirs=["symdae/core"], extra_compile_args=["-O3", "-g"])
-        setup(script_args=["build_ext", "--inplace", "-q"], packages=["symdae", "symdae.core"],
+        core = Extension("symdae.simulation.core._hht", ["symdae/simulation/core/_hht.pyx"],
+                         include_dirs=["symdae/simulation/core"], extra_compile_args=["-O3", "-g"])
+        setup(script_args=["build_ext", "--inplace", "-q"], packages=["symdae", "symdae.simulation.core"],
               ext_modules=cythonize([core], compiler_directives={"language_level": 3},
                                     quiet=True))
     ''')
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="symdae-profile-") as folder:
         tmp = Path(folder)
         pkg = build_core(tmp)
-        c_file = pkg / "symdae" / "core" / "_hht.c"
+        c_file = pkg / "symdae" / "simulation" / "core" / "_hht.c"
         cmap, owner = source_map(c_file)
         steps = 10_000 * args.reps
         results = {}

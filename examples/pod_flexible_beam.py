@@ -31,10 +31,10 @@ import numpy as np
 
 import symdae
 from symdae import Experiment, Measurement, PODCost, natural_modes, pod
-from symdae.costs import LeastSquares
-from symdae.decomposition import PODWarning, mac
-from symdae.gridsearch import refine, scan
-from symdae.plot_pod import (plot_pod_coefficients, plot_pod_modes, plot_pod_ratios,
+from symdae.costs.time_domain import LeastSquares
+from symdae.analysis.pod import PODWarning, mac
+from symdae.identification.identify.gridsearch import refine, scan
+from symdae.plots.pod import (plot_pod_coefficients, plot_pod_modes, plot_pod_ratios,
                              plot_pod_spectra, plot_scan)
 
 TRUE_EI = 500.0
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     model, ns = symdae.load_model("flexible_beam")
-    system = model.compile()
+    system = symdae.compile_model(model)
     sc, outs, mis = ns["SCENARIO"], ns["OUTPUTS"], ns["UNCERTAIN_JOINTS"]
     x_sensor = np.linspace(0.0, 1.0, len(outs))
     report = {"scenario": {"t_end": sc.t_end, "h": sc.h, "alpha": sc.alpha, "rtol": sc.rtol},

@@ -14,7 +14,7 @@ the figures: window.png (Fig. 11), order.png (Fig. 12), orders.png (Fig. 13), co
 physics.png (6th order with and without the TVD against the linear model).
 A gradient keeps the states of every step (0.5 GB for the reduced run-up, 1.2 GB for the full
 one) and refactorises the Newton matrices in the adjoint sweep; beyond a quarter of the
-machine's memory it is checkpointed (symdae.checkpoint). ``--report-only`` rewrites report.md
+machine's memory it is checkpointed (symdae.simulation.checkpoint). ``--report-only`` rewrites report.md
 from report.json.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 
 import symdae
 from symdae.costs.orders import OrderAnalysis, RunUp
-from symdae.order_plots import plot_order_curve
-from symdae.order_report import order_identification, order_problem
+from symdae.plots.orders import plot_order_curve
+from symdae.cli.main.orders import order_identification, order_problem
 
 
 def physics(system, ns, scenario, params, band, step, data, out: Path) -> dict:
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         print((out / "report.md").read_text())
         return 0
     model, ns = symdae.load_model("four_cylinder_tvd")
-    system = model.compile()
+    system = symdae.compile_model(model)
     if args.full:
         label, params, scenario = "full", {}, ns["SCENARIO"]
         band, step = ns["BAND_RPM"], ns["SPEED_STEP_RPM"]

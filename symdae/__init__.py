@@ -1,88 +1,83 @@
 """symdae: SymPy multibody models -> exact derivation -> Cython kernels -> compiled HHT,
-tangent-linear and discrete-adjoint sweeps -> parameter identification.
+tangent-linear and discrete-adjoint sweeps -> parameter identification and input design.
 
-Stages (each a function returning data):
-    Model -> derive() -> DerivedSystem -> (kernel spec) -> emit_cython() -> source text
-          -> build.write_source() / build.compile_module() / build.load_module() -> System
-``Model.compile()`` chains them through the content-hashed cache (``symdae.pipeline``); the
-System runs its sweeps on a backend (compiled Cython core, or NumPy where no compiler
-exists). On top: exact gradients (``adjoint_gradient``, ``tangent``), costs on outputs in the
-time domain, the frequency domain and on POD modes, measured data, ``identify`` (scipy
-optimisers, Gauss-Newton) and the statistics of an identification (Fisher information).
+The public API, grouped by stage (each subpackage's docstring says what it holds and what it
+may import). Names load on first use (PEP 562), so ``import symdae`` costs only what a user
+touches: a simulation never imports SciPy's signal processing or matplotlib.
 """
+from __future__ import annotations
+
+import importlib
+
 from ._version import __version__
-from .build import default_cache_dir
-from .derivation import DerivedSystem, derive
-from .emit import emit_cython
-from .errors import (BuildError, DataError, InconsistentInitialStateError, InputError,
-                     ModelError, NewtonError, SimulationError, SingularMatrixError, SymdaeError,
-                     UndeclaredSymbolError, UnknownNameError)
-from .costs import (Cost, CostSum, FourierCost, LeastSquares, Line, OutputIntegral, Spectrum,
-                    Window, fourier_coefficients)
-from .data import Measurement
-from .experiment import Evaluation, Experiment, evaluate_many
-from .identification import IdentificationResult, choose_method, identify
-from .scenario import Scenario
-from .model import Model
-from .pipeline import compile_model
-from .modelfiles import bundled_models, load_model
-from .sensitivity import TangentResult, adjoint_gradient, tangent
-from .system import System
-from .trajectory import Trajectory
 
-__all__ = [
-    "__version__", "Model", "derive", "DerivedSystem", "emit_cython", "compile_model",
-    "default_cache_dir", "System", "Trajectory", "load_model", "bundled_models",
-    "adjoint_gradient", "tangent", "TangentResult", "Cost", "CostSum", "LeastSquares",
-    "OutputIntegral", "Measurement", "Scenario", "Experiment", "Evaluation", "evaluate_many",
-    "identify", "choose_method", "IdentificationResult", "FourierCost", "Window", "Line", "Spectrum",
-    "fourier_coefficients",
-    "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError", "SimulationError",
-    "InconsistentInitialStateError", "SingularMatrixError", "NewtonError", "DataError",
-    "InputError", "UnknownNameError",
-]
+# public name -> module that owns it
+_API: dict[str, str] = {}
 
-# POD-mode costs (issue 11): snapshot POD, costs on mode coefficients, the linearised model's
-# natural modes, and a scan-then-refine search for one parameter
-from .costs import PODCost  # noqa: E402
-from .decomposition import ModeSpectrum, PODModeError, PODResult, PODWarning, pod  # noqa: E402
-from .linear import NaturalModes, linearise, natural_modes  # noqa: E402
-from .gridsearch import ScanResult, refine, scan, scan_refine  # noqa: E402
 
-__all__ += ["pod", "PODResult", "ModeSpectrum", "PODCost", "PODModeError", "PODWarning",
-            "linearise", "natural_modes", "NaturalModes", "scan", "refine", "scan_refine",
-            "ScanResult"]
+def _export(module: str, *names: str) -> None:
+    for name in names:
+        _API[name] = module
 
-# statistics and Gauss-Newton identification (issue 10)
-from .errors import NotIdentifiableError
-from .fisher import (FisherInformation, OutputSensitivities, ParameterStatistics,
-                     fisher_information, output_sensitivities)
-from .montecarlo import MonteCarloResult, monte_carlo
-from .statistics import IdentificationStatistics, identification_statistics
 
-__all__ += [
-    "NotIdentifiableError", "OutputSensitivities", "output_sensitivities", "FisherInformation",
-    "fisher_information", "ParameterStatistics", "IdentificationStatistics",
-    "identification_statistics", "MonteCarloResult", "monte_carlo",
-]
+# errors: one hierarchy
+_export("symdae.errors", "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError",
+        "SimulationError", "InconsistentInitialStateError", "SingularMatrixError",
+        "NewtonError", "DataError", "InputError", "UnknownNameError", "NotIdentifiableError")
+# model: definition, derivation, code generation, model files
+_export("symdae.model.definition", "Model")
+_export("symdae.model.derivation", "derive", "DerivedSystem")
+_export("symdae.model.emit", "emit_cython")
+_export("symdae.model.files", "load_model", "bundled_models")
+# build: the content-hashed compile cache
+_export("symdae.build.cache", "default_cache_dir")
+# simulation: compile, run, differentiate
+_export("symdae.simulation.compile", "compile_model")
+_export("symdae.simulation.system", "System")
+_export("symdae.simulation.scenario", "Scenario")
+_export("symdae.simulation.trajectory", "Trajectory")
+_export("symdae.simulation.sensitivity", "adjoint_gradient", "tangent", "TangentResult")
+# data: measurements
+_export("symdae.data.measurement", "Measurement")
+# analysis: POD, linearisation and natural modes
+_export("symdae.analysis.pod", "pod", "PODResult", "ModeSpectrum", "PODModeError", "PODWarning")
+_export("symdae.analysis.linear", "linearise", "natural_modes", "NaturalModes")
+# costs: (J, dJ/dS) on outputs in the time domain, the frequency domain, engine orders, POD
+_export("symdae.costs.base", "Cost", "CostSum")
+_export("symdae.costs.time_domain", "LeastSquares", "OutputIntegral")
+_export("symdae.costs.fourier", "Window", "Line", "Spectrum", "fourier_coefficients")
+_export("symdae.costs.frequency", "FourierCost")
+_export("symdae.costs.orders", "RunUp", "OrderAnalysis", "OrderCost", "OrderCurves")
+_export("symdae.costs.pod", "PODCost")
+# identification: experiments, optimisers, grid search, statistics, Monte Carlo
+_export("symdae.identification.experiment", "Experiment", "Evaluation", "evaluate_many")
+_export("symdae.identification.identify", "identify", "choose_method", "IdentificationResult")
+_export("symdae.identification.gridsearch", "scan", "refine", "scan_refine", "ScanResult")
+_export("symdae.identification.fisher", "output_sensitivities", "OutputSensitivities",
+        "fisher_information", "FisherInformation", "ParameterStatistics")
+_export("symdae.identification.statistics", "identification_statistics",
+        "IdentificationStatistics")
+_export("symdae.identification.montecarlo", "monte_carlo", "MonteCarloResult")
+# design: optimal input design
+_export("symdae.design.driver", "design_input", "InputDesign")
+_export("symdae.design.criteria", "CRITERIA", "EigenvalueGapWarning")
+_export("symdae.design.problem", "DesignProblem", "DesignEvaluation")
+_export("symdae.design.gradients", "design_gradient", "input_gradient")
+_export("symdae.design.study", "model_design", "study_inputs", "rms_error_scan",
+        "compare_monte_carlo")
 
-# optimal input design (issue 10): exact input gradients (reverse over tangent), criteria,
-# bounded inputs, end conditions, the design driver and the paper's studies
-from .design import InputDesign, design_input  # noqa: E402
-from .design_criteria import CRITERIA, EigenvalueGapWarning  # noqa: E402
-from .design_problem import DesignEvaluation, DesignProblem  # noqa: E402
-from .design_study import (compare_monte_carlo, model_design, rms_error_scan,  # noqa: E402
-                           study_inputs)
-from .input_adjoint import design_gradient, input_gradient  # noqa: E402
+__all__ = ["__version__", *_API]
 
-__all__ += [
-    "design_input", "InputDesign", "DesignProblem", "DesignEvaluation", "CRITERIA",
-    "EigenvalueGapWarning", "design_gradient", "input_gradient", "model_design",
-    "study_inputs", "rms_error_scan", "compare_monte_carlo",
-]
 
-# engine orders in a run-up (issue 9): speed ramp, order analysis (a Hann window of two cycles
-# per speed point) and the order cost (a FourierCost over those windows)
-from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: E402
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'symdae' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value          # later look-ups skip this function
+    return value
 
-__all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from symdae.derivation import derive
-from symdae.kernels import Sizes, kernel_expressions, split, weight_size
+from symdae.model.derivation import derive
+from symdae.model.kernels import Sizes, kernel_expressions, split, weight_size
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 

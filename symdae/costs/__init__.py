@@ -1,19 +1,9 @@
 """Costs on the output trajectory: each returns J and dJ/dS, the adjoint's source term.
 
-``base``: the interface, sums and quadrature weights; ``time_domain``: least squares against
+``base``: the interface and sums; ``time_domain``: least squares against
 data and output integrals; ``windows``, ``fourier``, ``frequency``: window shapes, the Fourier
 coefficients of outputs (a fixed linear map per grid) and costs on them; ``pod``: costs on
-proper orthogonal mode coefficients.
-"""
-from .base import QUADRATURES, Cost, CostSum, quadrature_weights
-from .fourier import (FourierMap, Line, Spectrum, Window, analysis_lines, band_lines,
-                      fourier_coefficients, fourier_map)
-from .frequency import KINDS, FourierCost, FourierEvaluation
-from .time_domain import LeastSquares, OutputIntegral
-from .pod import PODCost, PODCostRecord
-from .windows import WindowShape, window_shape
+proper orthogonal mode coefficients; ``orders``: engine orders in a run-up.
 
-__all__ = ["Cost", "CostSum", "quadrature_weights", "QUADRATURES", "LeastSquares",
-           "OutputIntegral", "FourierCost", "FourierEvaluation", "KINDS", "Window", "Line",
-           "Spectrum", "FourierMap", "fourier_map", "fourier_coefficients", "band_lines",
-           "analysis_lines", "WindowShape", "window_shape", "PODCost", "PODCostRecord"]
+May import: ``symdae.analysis``, ``symdae.data``, ``symdae.simulation`` and the layers below.
+"""

@@ -28,8 +28,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..analysis.quadrature import QUADRATURES
 from ..errors import DataError, InputError
-from .base import QUADRATURES
 from .windows import WindowShape, window_shape
 
 __all__ = ["Line", "Window", "Spectrum", "FourierMap", "fourier_map", "fourier_coefficients",
@@ -38,7 +38,7 @@ __all__ = ["Line", "Window", "Spectrum", "FourierMap", "fourier_map", "fourier_c
 _TOL = 1e-9   # relative tolerance for edges and band limits (of the window length or band)
 
 
-def _finite(x, what: str) -> float:
+def finite_number(x, what: str) -> float:
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -65,10 +65,10 @@ class Line:
 
     def __post_init__(self):
         what = f"line {self.label or self.frequency!r}"
-        f = _finite(self.frequency, f"frequency of {what}")
+        f = finite_number(self.frequency, f"frequency of {what}")
         if f < 0:
             raise InputError(f"frequency of {what} is negative ({f!r} Hz)")
-        w = _finite(self.weight, f"weight of {what}")
+        w = finite_number(self.weight, f"weight of {what}")
         if w < 0:
             raise InputError(f"weight of {what} is negative ({w!r})")
         if self.phase is not None and not callable(self.phase):
@@ -80,8 +80,8 @@ class Line:
 def band_lines(f_lo: float, f_hi: float, length: float, weights=None) -> tuple:
     """The lines f_k = k / length with f_lo <= f_k <= f_hi (edges included, to 1e-9 of a line
     spacing), the frequency grid of Appendix B. InputError names an empty or reversed band."""
-    lo, hi = _finite(f_lo, "band lower edge"), _finite(f_hi, "band upper edge")
-    L = _finite(length, "window length")
+    lo, hi = finite_number(f_lo, "band lower edge"), finite_number(f_hi, "band upper edge")
+    L = finite_number(length, "window length")
     band = f"band [{f_lo:g}, {f_hi:g}] Hz"
     if lo < 0 or hi < lo:
         raise InputError(f"{band}: the edges must satisfy 0 <= lower <= upper")
@@ -131,8 +131,8 @@ class Window:
 
     def __post_init__(self):
         name = self.label or f"[{self.start!r}, {self.end!r}] s"
-        t_l = _finite(self.start, f"start of window {name}")
-        t_u = _finite(self.end, f"end of window {name}")
+        t_l = finite_number(self.start, f"start of window {name}")
+        t_u = finite_number(self.end, f"end of window {name}")
         if not t_u > t_l:
             raise InputError(f"window {name} has a non-positive length ({t_u - t_l:g} s)")
         lines = tuple(self.lines)
@@ -140,14 +140,14 @@ class Window:
             raise InputError(f"window {name} needs a non-empty sequence of Line records")
         shape = window_shape(self.shape)
         gain = shape.coherent_gain if self.gain is None else \
-            _finite(self.gain, f"gain of window {name}")
+            finite_number(self.gain, f"gain of window {name}")
         if not gain > 0:
             raise InputError(f"gain of window {name} must be positive, got {gain!r}")
         object.__setattr__(self, "start", t_l)
         object.__setattr__(self, "end", t_u)
         object.__setattr__(self, "lines", lines)
         object.__setattr__(self, "gain", gain)
-        object.__setattr__(self, "origin", _finite(self.origin, f"origin of window {name}"))
+        object.__setattr__(self, "origin", finite_number(self.origin, f"origin of window {name}"))
         object.__setattr__(self, "label", self.label or f"[{t_l:g}, {t_u:g}] s")
         object.__setattr__(self, "_shape", shape)
 
@@ -191,7 +191,7 @@ class Window:
     def harmonics(cls, start: float, end: float, base: float, orders: Sequence[float], *,
                   weights=None, **kw) -> "Window":
         """Lines at order * base Hz (e.g. engine orders of a speed in rev/s)."""
-        base = _finite(base, "base frequency")
+        base = finite_number(base, "base frequency")
         orders = list(np.atleast_1d(orders))
         wts = _weights(weights, len(orders), f"window [{start:g}, {end:g}] s")
         return cls(start, end, tuple(Line(o * base, w, label=f"order {o:g}") for o, w in

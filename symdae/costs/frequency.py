@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import Measurement
+from ..data.measurement import Measurement
 from ..errors import DataError, InputError
 from .base import Cost
 from .fourier import FourierMap, Spectrum, Window, analysis_lines, fourier_map

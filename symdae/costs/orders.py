@@ -25,9 +25,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..data.measurement import Measurement
 from ..errors import DataError, InputError
-from ..data import Measurement
-from .fourier import Line, Spectrum, Window, _finite as _number, analysis_lines, fourier_map
+from .fourier import Line, Spectrum, Window, analysis_lines, fourier_map
+from .fourier import finite_number as _number
 from .frequency import FourierCost
 
 __all__ = ["RunUp", "OrderAnalysis", "OrderCurves", "OrderCost", "TRACKING"]

@@ -2,7 +2,7 @@
 
 J = sum_{i in modes} rho_i J_i,   J_i = 1/2 sum_k mu_k (a_i(t_k) - abar_i(t_k))^2,
 
-with abar_i = ubar^T wbar_i from the POD of the measured outputs ubar (:mod:`symdae.decomposition`)
+with abar_i = ubar^T wbar_i from the POD of the measured outputs ubar (:mod:`symdae.analysis.pod`)
 and a_i = u^T w_i from the simulated outputs u. Two bases (spec pod.md, section 3):
 
 * ``basis="measured"`` (default): w_i = wbar_i, fixed. J is a least-squares fit of one
@@ -27,12 +27,22 @@ from typing import Mapping
 
 import numpy as np
 
-from ..data import Measurement
-from ..decomposition import (DEGENERATE_GAP, GAP_WARNING, PODModeError, PODResult, PODWarning,
-                             _pod, check_modes, decompose, fix_signs,
-                             snapshots)
+from ..analysis.pod import (
+    DEGENERATE_GAP,
+    GAP_WARNING,
+    PODModeError,
+    PODResult,
+    PODWarning,
+    check_modes,
+    decompose,
+    fix_signs,
+    pod_of_snapshots,
+    snapshots,
+)
+from ..analysis.quadrature import quadrature_weights
+from ..data.measurement import Measurement
 from ..errors import DataError, InputError
-from .base import Cost, quadrature_weights
+from .base import Cost
 
 __all__ = ["PODCost", "PODCostRecord", "BASES", "MATCHES"]
 
@@ -201,7 +211,7 @@ class PODCost(Cost):
         Ybar = np.column_stack(cols)
         t = t_grid[idx]
         mu = quadrature_weights(t, self.quadrature)
-        result = _pod(t, signals, Ybar, mu, self.center, self.method)
+        result = pod_of_snapshots(t, signals, Ybar, mu, self.center, self.method)
         check_modes(result, self.modes, "the data")
         self._cache = (key, (idx, result))
         return idx, result

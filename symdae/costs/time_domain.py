@@ -6,9 +6,10 @@ from typing import Mapping
 
 import numpy as np
 
-from ..data import Measurement
+from ..analysis.quadrature import quadrature_weights
+from ..data.measurement import Measurement
 from ..errors import DataError, InputError, UnknownNameError
-from .base import Cost, quadrature_weights
+from .base import Cost
 
 __all__ = ["LeastSquares", "OutputIntegral"]
 

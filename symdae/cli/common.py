@@ -1,0 +1,80 @@
+"""The argument parsers every command shares and the common start of a command: load the
+model file, make the scenario, compile, make the output folder."""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from ..model.files import load_model
+from ..simulation.compile import compile_model
+from ..simulation.scenario import Scenario
+
+__all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]
+
+
+def number(text: str, what: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not a number") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not finite")
+    return x
+
+
+def assignment(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), number(value, name)
+
+
+def bound(text: str) -> tuple[str, tuple]:
+    name, sep, rng = text.partition("=")
+    lo, sep2, hi = rng.partition(":")
+    if not sep or not sep2 or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=LOWER:UPPER (either may be empty), "
+                                         f"got {text!r}")
+    return name.strip(), (None if not lo.strip() else number(lo, name),
+                          None if not hi.strip() else number(hi, name))
+
+
+def names(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="bundled model name (see 'symdae models') or path to a .py "
+                                 "file defining `model`")
+    p.add_argument("--t-end", type=float, help="end time in s (default: the model file's "
+                                               "SCENARIO, else 1.0)")
+    p.add_argument("--h", type=float, help="fixed time step in s (default: SCENARIO, else 1e-3)")
+    p.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: SCENARIO, "
+                                               "else -0.1)")
+    p.add_argument("--param", "-p", action="append", type=assignment, default=[],
+                   metavar="NAME=VALUE", help="override a parameter value (repeatable)")
+    p.add_argument("--out-dir", type=Path, help="folder for the written files (default: "
+                                                "results/<command>-<model>)")
+    p.add_argument("--cache-dir", type=Path, help="compile cache (default: generated/ of a "
+                                                  "source checkout, else the user cache folder)")
+
+
+def number_range(text: str) -> tuple[float, float]:
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected LOWER:UPPER, got {text!r}")
+    return number(lo, "lower"), number(hi, "upper")
+
+
+def load(args):
+    """Model, model-file namespace, System, Scenario and output folder of a command."""
+    model, ns = load_model(args.model)
+    given = {k: v for k, v in (("t_end", args.t_end), ("h", args.h), ("alpha", args.alpha))
+             if v is not None}
+    base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
+    scenario = Scenario.make(base, **given)
+    out = args.out_dir or Path("results") / f"{args.command}-{model.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    system = compile_model(model, cache_dir=args.cache_dir)
+    return model, ns, system, scenario, out

@@ -1,0 +1,139 @@
+"""``symdae identify``: identify parameters from data (or synthetic data from the model's
+nominal values) in the time domain, the frequency domain, on POD modes or on engine orders;
+write report.json, convergence.png, fit.png."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import frequency, orders
+from . import pod as cli_pod
+from .common import assignment, bound, load, names, scenario_args
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "identify", help="identify parameters from data (or synthetic data from the "
+        "model's nominal values); write report.json, convergence.png, fit.png")
+    scenario_args(p)
+    p.add_argument("--data", type=Path, help="CSV file with a header row: a time column and "
+                   "one column per fitted output. Without it, synthetic data are simulated "
+                   "from the model's nominal parameter values (the 'true' values)")
+    p.add_argument("--time-column", default="t", help="name of the time column (default t)")
+    p.add_argument("--data-h", type=float, help="step of the synthetic data (default: --h; "
+                   "a finer step shows the discretisation bias)")
+    p.add_argument("--outputs", type=names, help="comma-separated outputs to fit (default: "
+                   "the model file's OUTPUTS, else the data's columns that are outputs)")
+    p.add_argument("--free", type=names, help="comma-separated parameters to identify "
+                   "(default: the model file's FREE)")
+    p.add_argument("--start", action="append", type=assignment, default=[],
+                   metavar="NAME=VALUE", help="start value of a free parameter (default: the "
+                   "model file's START, else the nominal value)")
+    p.add_argument("--bound", action="append", type=bound, default=[],
+                   metavar="NAME=LOWER:UPPER", help="bounds of a free parameter")
+    p.add_argument("--method", default="auto",
+                   choices=["auto", "L-BFGS-B", "BFGS", "trust-constr", "least_squares", "lm",
+                            "gauss-newton-plain"],
+                   help="auto (default): least_squares for least-squares costs with up to 20 "
+                   "free parameters, else L-BFGS-B; L-BFGS-B, BFGS, trust-constr: "
+                   "scipy.optimize.minimize with the adjoint gradient; least_squares "
+                   "(trust-region Gauss-Newton, bounds), lm (Levenberg-Marquardt), "
+                   "gauss-newton-plain: on the residuals with the exact tangent Jacobian")
+    p.add_argument("--noise", action="append", default=[],
+                   metavar="[NAME=]SIGMA", help="noise standard deviation of a fitted output "
+                   "(repeatable), or one for all, for the standard errors in the report "
+                   "(default: estimated from the residual)")
+    p.add_argument("--max-iterations", type=int, default=500, help="iteration limit")
+    p.add_argument("--quadrature", default="left", choices=["left", "trapezoid", "sum"],
+                   help="quadrature weights of the least-squares cost (default: left, the "
+                   "paper's eta_i = h for i < N)")
+    p.add_argument("--quiet", action="store_true", help="no progress line per iteration")
+    p.add_argument("--domain", choices=["time", "frequency", "pod", "orders"], default="time",
+                   help="time: least squares on the outputs (default); frequency: Fourier "
+                   "amplitudes in a band (the frequency-domain paper's eq. 5; BFGS unless "
+                   "--method is given); pod: least squares on the coefficients of proper "
+                   "orthogonal modes of the outputs; orders: engine orders against speed in "
+                   "a run-up (eq. 5 over speed points)")
+    cli_pod.add_arguments(p)
+    frequency.add_frequency_options(p, time_domain=run)
+    orders.add_order_options(p)
+
+
+def run(args) -> int:
+    from ..data.measurement import Measurement
+    from ..errors import InputError, UnknownNameError
+    from ..identification.experiment import Experiment
+    from ..identification.identify import identify
+    from ..plots.base import plot_convergence, plot_fit
+
+    model, ns, system, scenario, out = load(args)
+    fixed = dict(args.param)
+    free = args.free or list(ns.get("FREE", []))
+    if not free:
+        raise InputError("no free parameters: pass --free (or define FREE in the model file)")
+    start = {k: v for k, v in dict(ns.get("START", {})).items() if k in free}
+    start.update(dict(args.start))
+    nominal = dict(zip(model.parameter_names, model.nominal_values))
+    for k in free:
+        if k not in nominal:
+            raise UnknownNameError(f"unknown parameter {k!r}; parameters: "
+                                   f"{model.parameter_names}")
+        start.setdefault(k, nominal[k])
+
+    truth = None
+    if args.data is not None:
+        data = Measurement.from_csv(args.data, time_column=args.time_column)
+        outputs = args.outputs or list(ns.get("OUTPUTS", [])) or \
+            [c for c in data.values if c in model.output_names]
+        data_info = {"source": str(args.data), "synthetic": False}
+    else:
+        outputs = args.outputs or list(ns.get("OUTPUTS", [])) or model.output_names
+        true_params = {**fixed, **dict(args.data_param)}
+        truth = {k: true_params.get(k, nominal[k]) for k in free}
+        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h),
+                                   params=true_params)
+        data = Measurement.from_trajectory(true_run, outputs)
+        data.to_csv(out / "data.csv")
+        data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": true_run.h,
+                     "true_values": truth}
+    cost = cli_pod.make_cost(args, data, outputs)
+    exp = Experiment(system, cost, scenario, params=fixed, name=model.name)
+    start, bounds, scan_info = cli_pod.search(args, exp, free, start, dict(args.bound), out)
+    print(f"identifying {free} of {model.name} from {data_info['source']} "
+          f"(outputs {outputs}, h = {scenario.h:g}, t_end = {scenario.t_end:g}, "
+          f"alpha = {scenario.alpha:g})",
+          file=sys.stderr)
+    from ..identification.statistics import noise_from_text
+
+    noise = noise_from_text(args.noise, outputs)
+    result = identify(exp, free, start, bounds=bounds or None, method=args.method,
+                      max_iterations=args.max_iterations, progress=not args.quiet,
+                      noise=noise)
+
+    report = {"model": model.name,
+              "scenario": {"t_end": scenario.t_end, "h": scenario.h, "alpha": scenario.alpha,
+                           "t0": scenario.t0, "fixed_parameters": fixed},
+              "data": data_info, "outputs": outputs, "result": result.to_dict(),
+              "cost": {"domain": args.domain, "scan": scan_info,
+                       **cli_pod.write_extras(args, cost, data, outputs, out)}}
+    if truth is not None:
+        report["relative_error"] = result.relative_error(truth)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
+    plot_convergence(result, out / "convergence.png", reference=truth)
+    first = outputs[0]
+    t0 = time.perf_counter()
+    runs = {"start": exp.simulate(start), "identified": exp.simulate(result.values)}
+    idx, measured = data.align(runs["start"].t, first)
+    plot_fit(runs["start"].t[idx], measured,
+             {k: tr.outputs[first][idx] for k, tr in runs.items()}, out / "fit.png", first)
+    print(result.summary())
+    if truth is not None:
+        worst = max(report["relative_error"].values())
+        print(f"largest relative error against the true values: {worst:.3e}")
+    print(f"wrote {out / 'report.json'}, {out / 'convergence.png'}, {out / 'fit.png'} "
+          f"({time.perf_counter() - t0:.2f} s for the plots)")
+    return 0

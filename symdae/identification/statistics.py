@@ -1,0 +1,187 @@
+"""Statistics of an identification at its result: Fisher information, covariance, standard
+errors, correlations and identifiability warnings.
+
+The noise model is the least-squares cost's: every data sample of a fitted output k carries
+independent Gaussian noise of standard deviation sigma_k. The data samples are the grid points
+the cost compares with positive weight. Then F = sum over samples S^T S / sigma_k^2, with S the
+exact output sensitivities of the tangent sweep, and cov(b_hat) ~ F^-1 (Cramer-Rao).
+
+sigma_k is given by the user or, by default, estimated from the residual at the result:
+sigma_k^2 = RSS_k / (n_k (1 - n_free / n)), n_k samples of output k, n of all outputs; for one
+output this is the usual RSS / (n - n_free) (spec section 3.1). The estimator is the maximum-
+likelihood one, and F^-1 its covariance, when the cost's weights w_k eta_i are proportional to
+1 / sigma_k^2; a note says when they are not.
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import InputError, SymdaeError
+from .experiment import map_calls
+from .fisher import (
+    FisherInformation,
+    ParameterStatistics,
+    noise_levels,
+    parameter_scales,
+)
+from .residuals import experiment_residuals, least_squares_terms
+
+__all__ = ["IdentificationStatistics", "identification_statistics", "statistics_or_reason",
+           "check_noise", "fitted_outputs", "noise_from_text", "noise_levels",
+           "NOISE_ESTIMATED", "NOISE_GIVEN"]
+
+NOISE_ESTIMATED = "estimated from the residual"
+NOISE_GIVEN = "given"
+
+
+@dataclass(frozen=True)
+class IdentificationStatistics:
+    """Fisher information and parameter statistics at an identified point.
+
+    ``noise``: {output: standard deviation} used, ``noise_source``: ``NOISE_GIVEN`` or
+    ``NOISE_ESTIMATED``; ``samples``: {output: data samples}; ``degrees_of_freedom``: samples
+    minus free parameters; ``notes``: caveats (weights not matched to the noise).
+    """
+
+    noise: dict
+    noise_source: str
+    samples: dict
+    degrees_of_freedom: int
+    fisher: FisherInformation
+    statistics: ParameterStatistics
+    notes: tuple
+
+    @property
+    def standard_errors(self) -> dict | None:
+        st = self.statistics
+        if st.standard_errors is None:
+            return None
+        return dict(zip(st.parameters, st.standard_errors.tolist()))
+
+    def to_dict(self) -> dict:
+        return {"noise": dict(self.noise), "noise_source": self.noise_source,
+                "samples": dict(self.samples), "degrees_of_freedom": self.degrees_of_freedom,
+                "fisher_information": self.fisher.to_dict(),
+                **self.statistics.to_dict(), "notes": list(self.notes)}
+
+    def summary(self) -> str:
+        noise = ", ".join(f"{k} {v:.3g}" for k, v in self.noise.items())
+        lines = [f"statistics (noise {self.noise_source}: {noise}; "
+                 f"{sum(self.samples.values())} samples, {self.degrees_of_freedom} degrees of "
+                 "freedom):", self.statistics.summary()]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _statistics_residuals(experiment, point, free):
+    # strict=False: other cost terms carry no noise model and are left out
+    return experiment_residuals(experiment, point, free, strict=False)
+
+
+def identification_statistics(experiments, free: Sequence[str], values: Mapping, *,
+                              noise=None, scaling="relative",
+                              executor: Executor | None = None) -> IdentificationStatistics:
+    """Fisher information and statistics of ``free`` at ``values`` for the least-squares
+    terms of ``experiments`` (other cost terms carry no noise model and are left out).
+
+    ``noise``: one standard deviation for all fitted outputs, {output: standard deviation},
+    or None to estimate them from the residual. ``scaling``: scales of the scaled Fisher
+    matrix (see :func:`symdae.identification.fisher.parameter_scales`; default |value|).
+    """
+    exps = [experiments] if not isinstance(experiments, (list, tuple)) else list(experiments)
+    free = list(free)
+    point = {k: float(values[k]) for k in free}
+    if not fitted_outputs(exps):          # before any sweep
+        raise InputError("no least-squares cost terms: there is no noise model to form the "
+                         "Fisher information from")
+    results = map_calls(_statistics_residuals, [(e, point, free) for e in exps], executor)
+    blocks = [b for res in results for b in res.blocks]
+    outputs = list(dict.fromkeys(b.output for b in blocks))
+    used = [(b, b.weight > 0) for b in blocks]
+    n_k = {k: int(sum(np.count_nonzero(m) for b, m in used if b.output == k)) for k in outputs}
+    n = sum(n_k.values())
+    dof = n - len(free)
+    if noise is None:
+        if dof <= 0:
+            raise InputError(f"{n} data samples for {len(free)} free parameters: too few to "
+                             "estimate the noise level; pass noise=")
+        sigma = {}
+        for k in outputs:
+            rss = sum(float(np.sum(b.residual[m] ** 2)) for b, m in used if b.output == k)
+            sigma[k] = math.sqrt(rss * n / (n_k[k] * dof))
+            if not sigma[k] > 0:
+                raise InputError(f"the residual of output {k!r} is exactly zero at the "
+                                 "identified point: its noise level cannot be estimated "
+                                 "from it; pass noise=")
+        source = NOISE_ESTIMATED
+    else:
+        sigma = noise_levels(noise, outputs)
+        source = NOISE_GIVEN
+    F = np.zeros((len(free), len(free)))
+    for b, m in used:
+        S = b.sensitivity[m] / sigma[b.output]
+        F += S.T @ S
+    vals = np.array([point[k] for k in free])
+    fisher = FisherInformation(F, tuple(free), vals, parameter_scales(free, vals, scaling),
+                               tuple(outputs), np.diag([sigma[k] ** 2 for k in outputs]),
+                               "sum over the data samples (eta = 1)", n)
+    notes = []
+    c = np.concatenate([b.weight[m] * sigma[b.output] ** 2 for b, m in used])
+    if c.size and c.max() > c.min() * (1 + 1e-6):
+        notes.append("the cost's weights (w_k eta_i) are not proportional to 1/sigma_k^2 of "
+                     "this noise model, so the estimate is not the maximum-likelihood one and "
+                     "its covariance exceeds the F^-1 reported (the Cramer-Rao bound); weights "
+                     "w_k = 1/sigma_k^2 and a uniform sampling make them agree")
+    return IdentificationStatistics(dict(sigma), source, n_k, dof, fisher, fisher.statistics(),
+                                    tuple(notes))
+
+
+def noise_from_text(items: Sequence[str], outputs: Sequence[str]):
+    """Noise levels from command-line words ``NAME=SIGMA`` or ``SIGMA`` (every output not
+    named); None for no words."""
+    if not items:
+        return None
+    named, default = {}, None
+    for text in items:
+        name, sep, value = text.rpartition("=")
+        try:
+            x = float(value)
+        except ValueError:
+            raise InputError(f"noise: expected NAME=SIGMA or SIGMA, got {text!r}") from None
+        if sep:
+            named[name.strip()] = x
+        else:
+            default = x
+    if default is None:
+        return named
+    return {**{k: default for k in outputs}, **named}
+
+
+def fitted_outputs(experiments) -> list[str]:
+    """The outputs the least-squares terms of ``experiments`` fit, in order of appearance."""
+    exps = [experiments] if not isinstance(experiments, (list, tuple)) else list(experiments)
+    return list(dict.fromkeys(o for e in exps for t in least_squares_terms(e.cost)[0]
+                              for o in t.outputs))
+
+
+def check_noise(noise, experiments) -> None:
+    """Raise now (before an identification runs) if ``noise`` is not a valid noise level for
+    the outputs ``experiments`` fit."""
+    if noise is not None:
+        noise_levels(noise, fitted_outputs(experiments))
+
+
+def statistics_or_reason(experiments, free, values, *, noise=None, scaling="relative",
+                         executor=None) -> tuple:
+    """(IdentificationStatistics, None), or (None, why not) for a report that must not fail
+    because its statistics cannot be formed (no least-squares term, an exact fit)."""
+    try:
+        return identification_statistics(experiments, free, values, noise=noise,
+                                          scaling=scaling, executor=executor), None
+    except SymdaeError as exc:
+        return None, str(exc)

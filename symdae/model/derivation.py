@@ -1,0 +1,160 @@
+"""Exact derivation: from a :class:`~symdae.model.Model` to every matrix the HHT sweeps need.
+
+Pure SymPy, no code generation. All expressions are in the internal kernel symbols
+(``q[i]``, ``v[i]``, ``a[i]``, ``lam[k]``, ``p[j]``, ``u[l]``, time ``t``). The kernels that
+combine these matrices (with run-time weights) are built in :mod:`symdae.model.kernels`.
+
+Notation (n coordinates, m constraints, n_p parameters, n_s outputs):
+
+    Ma  = M(q) a                 g  = C_q^T lam - Q(q, v, t, p, u)
+    J_M = d(M a)/dq              J_G = dg/dq = J_C - J_Q        G_V = dg/dv = -J_V
+    P_M = d(M a)/dp              P_G = dg/dp                    P_C = dC/dp
+    cdot  = C_q v + C_t          gamma = d(cdot)/dq v + d(cdot)/dt   (so C'' = C_q a + gamma)
+    U_M = d(M a)/du              U_G = dg/du                    U_C = dC/du     S_u = ds/du
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from ..errors import ModelError
+from .definition import KernelSymbols, Model
+
+__all__ = ["DerivedSystem", "derive"]
+
+
+@dataclass(frozen=True)
+class DerivedSystem:
+    """Exact SymPy expressions of one model, in kernel symbols. Matrices are ImmutableMatrix."""
+
+    name: str
+    symbols: KernelSymbols
+    M: sp.ImmutableMatrix
+    Q: sp.ImmutableMatrix
+    C: sp.ImmutableMatrix
+    Cq: sp.ImmutableMatrix
+    Ma: sp.ImmutableMatrix
+    g: sp.ImmutableMatrix
+    JM: sp.ImmutableMatrix
+    JG: sp.ImmutableMatrix
+    GV: sp.ImmutableMatrix
+    PM: sp.ImmutableMatrix
+    PG: sp.ImmutableMatrix
+    PC: sp.ImmutableMatrix
+    s: sp.ImmutableMatrix
+    Sx: sp.ImmutableMatrix
+    Sp: sp.ImmutableMatrix
+    cdot: sp.ImmutableMatrix
+    gamma: sp.ImmutableMatrix
+    Rc_q: sp.ImmutableMatrix
+    gamma_v: sp.ImmutableMatrix
+    Rc_p: sp.ImmutableMatrix
+    q0: sp.ImmutableMatrix
+    v0: sp.ImmutableMatrix
+    q0_p: sp.ImmutableMatrix
+    v0_p: sp.ImmutableMatrix
+    gdot: sp.ImmutableMatrix
+    gdot_q: sp.ImmutableMatrix
+    gdot_v: sp.ImmutableMatrix
+    gdot_p: sp.ImmutableMatrix
+    sizes: dict = field(default_factory=dict)
+    # input Jacobians (optimal input design: the exact gradient with respect to input samples)
+    UM: sp.ImmutableMatrix | None = None
+    UG: sp.ImmutableMatrix | None = None
+    UC: sp.ImmutableMatrix | None = None
+    Su: sp.ImmutableMatrix | None = None
+
+    @property
+    def n(self) -> int:
+        return self.sizes["n"]
+
+    @property
+    def m(self) -> int:
+        return self.sizes["m"]
+
+    @property
+    def n_p(self) -> int:
+        return self.sizes["n_p"]
+
+
+def _imm(x) -> sp.ImmutableMatrix:
+    return sp.ImmutableMatrix(x)
+
+
+def _jac(vec: sp.MatrixBase, syms) -> sp.ImmutableMatrix:
+    if len(syms) == 0 or vec.shape[0] == 0:
+        return sp.ImmutableMatrix.zeros(vec.shape[0], len(syms))
+    return _imm(vec.jacobian(list(syms)))
+
+
+def _massless_terms(g, JG, GV, Cq, S, n: int, m: int) -> sp.Matrix:
+    """gdot on the rows no constraint reaches (structurally zero C_q column), zero on the
+    others. Only those rows can be massless nodes: whether a row's mass vanishes is decided at
+    run time (a mass may be a parameter set to 0), so every such row gets its derivative."""
+    free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
+    gdot = sp.zeros(n, 1)
+    v, a = list(S.v), list(S.a)
+    for i in free:
+        gdot[i] = sum((JG[i, j] * v[j] + GV[i, j] * a[j] for j in range(n)), sp.S.Zero) \
+            + g[i].diff(S.t)
+    return gdot
+
+
+def derive(model: Model) -> DerivedSystem:
+    """Derive every expression the kernels need, exactly. Deterministic for a given model."""
+    S = model.symbols
+    n, m, n_p, n_u = model.n, model.m, len(S.p), len(S.u)
+    v, a, lam, p, t = sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), S.p, S.t
+
+    forces = sp.Matrix([model.to_kernel(f) for f in model.forces])
+    if model.lagrangian is not None:
+        L = model.to_kernel(model.lagrangian)
+        dL_dv = sp.Matrix([L.diff(vi) for vi in S.v])
+        M = dL_dv.jacobian(list(S.v))
+        if M.free_symbols & set(S.v):
+            raise ModelError("the lagrangian is not quadratic in the velocities: its Hessian "
+                             "with respect to them depends on velocities")
+        dL_dq = sp.Matrix([L.diff(qi) for qi in S.q])
+        Q = forces + dL_dq - dL_dv.jacobian(list(S.q)) * v - dL_dv.diff(t)
+    else:
+        M = sp.Matrix(model.to_kernel(model.mass_matrix))
+        Q = forces
+
+    C = sp.Matrix([model.to_kernel(c) for c in model.constraints]) if m else sp.zeros(0, 1)
+    Cq = _jac(C, S.q) if m else sp.zeros(0, n)
+    Ma = M * a
+    g = (Cq.T * lam if m else sp.zeros(n, 1)) - Q
+    JM, JG, GV = _jac(Ma, S.q), _jac(g, S.q), _jac(g, S.v)
+    PM, PG, PC = _jac(Ma, p), _jac(g, p), _jac(C, p) if m else sp.zeros(0, n_p)
+
+    s = sp.Matrix([model.to_kernel(e) for e in model.outputs.values()]) if model.outputs \
+        else sp.zeros(0, 1)
+    x_all = list(S.q) + list(S.v) + list(S.a) + list(S.lam)
+    Sx = _jac(s, x_all) if model.outputs else sp.zeros(0, len(x_all))
+    Sp = _jac(s, p) if model.outputs else sp.zeros(0, n_p)
+
+    if m:
+        cdot = Cq * v + C.diff(t)
+        gamma = cdot.jacobian(list(S.q)) * v + cdot.diff(t)
+        Rc = Cq * a + gamma
+        Rc_q, gamma_v, Rc_p = _jac(Rc, S.q), _jac(gamma, S.v), _jac(Rc, p)
+    else:
+        cdot = gamma = sp.zeros(0, 1)
+        Rc_q, gamma_v, Rc_p = sp.zeros(0, n), sp.zeros(0, n), sp.zeros(0, n_p)
+
+    gdot = _massless_terms(g, JG, GV, Cq, S, n, m)
+
+    q0 = sp.Matrix([model.to_kernel(e) for e in model.initial_positions])
+    v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
+
+    sizes = dict(n=n, m=m, n_p=n_p, n_u=n_u, n_s=len(model.outputs))
+    return DerivedSystem(
+        name=model.name, symbols=S, M=_imm(M), Q=_imm(Q), C=_imm(C),
+        Cq=_imm(Cq), Ma=_imm(Ma), g=_imm(g), JM=JM, JG=JG, GV=GV, PM=PM, PG=PG, PC=_imm(PC),
+        s=_imm(s), Sx=_imm(Sx), Sp=_imm(Sp), cdot=_imm(cdot), gamma=_imm(gamma),
+        Rc_q=_imm(Rc_q), gamma_v=_imm(gamma_v), Rc_p=_imm(Rc_p), q0=_imm(q0), v0=_imm(v0),
+        q0_p=_jac(q0, p), v0_p=_jac(v0, p), gdot=_imm(gdot), gdot_q=_jac(gdot, S.q),
+        gdot_v=_jac(gdot, S.v), gdot_p=_jac(gdot, p), sizes=sizes,
+        UM=_jac(Ma, S.u), UG=_jac(g, S.u), UC=_jac(C, S.u), Su=_jac(s, S.u),
+    )

@@ -1,0 +1,250 @@
+"""Emit the Cython source of a model's kernel module from a :class:`DerivedSystem`.
+
+Only makes a string: writing and compiling are in :mod:`symdae.build`. The kernels, their
+weights and output blocks come from the kernel spec (:mod:`symdae.model.kernels`); every kernel has
+the signature of ``symdae_kernel`` in ``symdae/simulation/core/symdae_kernels.h``. Structural zeros are never
+written (the core zeroes each output buffer once), common subexpressions are shared within a
+chunk, and very large kernels are split into chunks so the C compiler stays fast. Each output
+block is introduced by a comment naming it (spec names only, never a user's symbol).
+
+Costly subexpressions that depend only on (t, p, u), such as an excitation A sin(w C^t t), are
+hoisted out of the kernels into ``time_terms`` (those the forward kernels need) and
+``time_terms_sensitivity`` (those only the derivative kernels need). The core evaluates them
+once per time step into ``x.tau``; the Newton iterations of that step then reuse them.
+"""
+from __future__ import annotations
+
+import json
+
+import sympy as sp
+
+from .derivation import DerivedSystem
+from .kernels import (
+    ABI_VERSION,
+    KERNELS,
+    Sizes,
+    kernel_expressions,
+    layout,
+    weight_size,
+)
+from .printer import LIBC_MATH, CythonPrinter
+
+__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "hoist_time_terms"]
+
+DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
+
+_ARRAYS = ("q", "v", "a", "lam", "p", "u")
+
+
+def _arrays(ds: DerivedSystem, tau: tuple) -> dict:
+    """Kernel argument arrays (the fields of symdae_args) -> their symbols, in slot order."""
+    S = ds.symbols
+    arrays = {arr: tuple(getattr(S, arr)) for arr in _ARRAYS}
+    arrays["tau"] = tuple(tau)
+    return arrays
+
+
+def _slots(ds: DerivedSystem, arrays: dict, n_w: int) -> dict:
+    slots = {ds.symbols.t: "t"}
+    for arr, syms in arrays.items():
+        for i, s in enumerate(syms):
+            slots[s] = f"{arr}[{i}]"
+    for i in range(n_w):
+        slots[sp.Symbol(f"w[{i}]", real=True)] = f"w[{i}]"
+    return slots
+
+
+def _costly(e: sp.Expr) -> bool:
+    """Does evaluating e call a function or a non-integer power?"""
+    for node in sp.preorder_traversal(e):
+        if isinstance(node, sp.Function):
+            return True
+        if isinstance(node, sp.Pow) and not node.exp.is_Integer:
+            return True
+    return False
+
+
+class _Hoister:
+    """Replaces costly subexpressions in (t, p, u) only by symbols ``tau[k]``."""
+
+    def __init__(self, ds: DerivedSystem):
+        S = ds.symbols
+        self.tpu = frozenset((S.t,) + S.p + S.u)
+        self.terms: dict = {}      # expression -> tau symbol, in creation order
+        self._memo: dict = {}
+
+    def _slot(self, e):
+        if e not in self.terms:
+            self.terms[e] = sp.Symbol(f"tau[{len(self.terms)}]", real=True)
+        return self.terms[e]
+
+    def __call__(self, e):
+        if e.is_Atom:
+            return e
+        hit = self._memo.get(e)
+        if hit is not None:
+            return hit
+        if e.free_symbols <= self.tpu:
+            out = self._slot(e) if _costly(e) else e
+        elif isinstance(e, (sp.Add, sp.Mul)):
+            fixed = [a for a in e.args if a.free_symbols <= self.tpu]
+            rest = [self(a) for a in e.args if not a.free_symbols <= self.tpu]
+            part = e.func(*fixed) if fixed else None
+            if part is not None and _costly(part):
+                out = e.func(self._slot(part), *rest)
+            else:
+                out = e.func(*([self(a) for a in fixed] + rest))
+        else:
+            out = e.func(*[self(a) for a in e.args])
+        self._memo[e] = out
+        return out
+
+
+def hoist_time_terms(ds: DerivedSystem, table: dict):
+    """(table with time terms replaced, tau symbols, forward tau expressions, sensitivity tau
+    expressions); tau[k] stands for the k-th expression of forward + sensitivity."""
+    hoister = _Hoister(ds)
+    forward = [s.name for s in KERNELS if s.forward and not s.internal]
+    order = forward + [k for k in table if k not in forward]
+    out = {}
+    n_forward = 0
+    for name in order:
+        exprs, accumulate = table[name]
+        out[name] = ([hoister(e) if e != 0 else e for e in exprs], accumulate)
+        if name == forward[-1]:
+            n_forward = len(hoister.terms)
+    terms = list(hoister.terms)
+    symbols = tuple(hoister.terms.values())
+    return {k: out[k] for k in table}, symbols, terms[:n_forward], terms[n_forward:]
+
+
+def _chunks(entries: list, chunk_ops: int) -> list:
+    """Split (index, expr) entries into groups of at most about chunk_ops operations."""
+    groups, cur, ops = [], [], 0
+    for idx, e in entries:
+        k = sp.count_ops(e)
+        if cur and ops + k > chunk_ops:
+            groups.append(cur)
+            cur, ops = [], 0
+        cur.append((idx, e))
+        ops += k
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _cse(exprs: list):
+    """sp.cse, with temporaries that are bare negations (``_t3 = -_t2``) put back inline: they
+    cost a variable and a line for nothing (C folds the sign into the use)."""
+    repl, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("_t"), order="canonical")
+    keep, inline = [], {}
+    for sym, e in repl:
+        e = e.xreplace(inline)
+        if e.is_Mul and len(e.args) == 2 and e.args[0] == -1 and e.args[1].is_Atom:
+            inline[sym] = e
+        else:
+            keep.append((sym, e))
+    return keep, [e.xreplace(inline) for e in reduced]
+
+
+def _block_of(blocks: dict, idx: int) -> str:
+    for name, (start, stop, shape) in blocks.items():
+        if start <= idx < stop:
+            dims = " x ".join(str(d) for d in shape) or "scalar"
+            return f"# block {name} ({dims}): out[{start}:{stop}]"
+    raise AssertionError(f"entry {idx} lies in no block")
+
+
+def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinter,
+              ds: DerivedSystem, arrays: dict, blocks: dict) -> list:
+    """Lines of one cdef function writing the given entries of ``out``."""
+    lines = [f"cdef void {fname}(const symdae_args* x, const double* w, double* out) "
+             "noexcept nogil:"]
+    repl, reduced = _cse([e for _, e in entries])
+    used = set()
+    for e in [r for _, r in repl] + reduced:
+        used |= e.free_symbols
+    if ds.symbols.t in used:
+        lines.append("    cdef double t = x.t")
+    for arr, syms in arrays.items():
+        if used & set(syms):
+            lines.append(f"    cdef const double* {arr} = x.{arr}")
+    tmp_slots = {sym: f"_t{k}" for k, (sym, _) in enumerate(repl)}
+    names = list(tmp_slots.values())
+    for i in range(0, len(names), 16):
+        lines.append("    cdef double " + ", ".join(names[i:i + 16]))
+    printer.slots.update(tmp_slots)
+    op = "+=" if accumulate else "="
+    for sym, e in repl:
+        lines.append(f"    {tmp_slots[sym]} = {printer.doprint(e)}")
+    comment = None
+    for (idx, _), e in zip(entries, reduced):
+        c = _block_of(blocks, idx)
+        if c != comment:
+            lines.append("    " + c)
+            comment = c
+        lines.append(f"    out[{idx}] {op} {printer.doprint(e)}")
+    for sym in tmp_slots:
+        del printer.slots[sym]
+    if len(lines) == 1:
+        lines.append("    pass")
+    return lines
+
+
+def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
+                  chunk_ops: int) -> list:
+    entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
+    groups = _chunks(entries, chunk_ops) if entries else []
+    out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
+           f"{len(groups)} chunk(s)"]
+    if len(groups) <= 1:
+        return out + _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer,
+                               ds, arrays, blocks)
+    for c, grp in enumerate(groups):
+        out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks)
+        out.append("")
+    out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
+               "noexcept nogil:")
+    return out + [f"    _k_{name}_{c}(x, w, out)" for c in range(len(groups))]
+
+
+def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
+                chunk_ops: int = DEFAULT_CHUNK_OPS) -> str:
+    """Return the Cython source of the kernel module for ``ds`` (deterministic)."""
+    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, kernel_expressions(ds))
+    table["time_terms"] = (tau_fwd, False)
+    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False)
+    sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
+    arrays = _arrays(ds, tau)
+    n_w = max(weight_size(s.name, sizes) for s in KERNELS)
+    printer = CythonPrinter(_slots(ds, arrays, n_w))
+    sz = {**ds.sizes, "n_tau": sizes.n_tau}
+    out = [
+        "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
+        "# cython: initializedcheck=False, nonecheck=False, infer_types=False",
+        f"# Kernels generated by symdae (kernel ABI {ABI_VERSION}). Do not edit: regenerate",
+        "# from the model instead. Kernels, weights and blocks: symdae/kernels.py.",
+        "from libc.math cimport " + ", ".join(LIBC_MATH),
+        "from cpython.pycapsule cimport PyCapsule_New",
+        "from symdae.simulation.core.kernel_api cimport *",
+        "",
+        f"ABI_VERSION = {ABI_VERSION}",
+        f"DEFINITION_HASH = {json.dumps(definition_hash)}",
+        f"SIZES = {json.dumps(sz, sort_keys=True)}",
+        "",
+    ]
+    for spec in KERNELS:
+        exprs, accumulate = table[spec.name]
+        out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays,
+                             layout(spec.name, sizes), chunk_ops)
+        out.append("")
+    out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
+    out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
+    for spec in KERNELS:
+        entry = f"_model.kernel[SYMDAE_{spec.name.upper()}]"
+        out += [f"{entry}.fn = _k_{spec.name}",
+                f"{entry}.out_size = {sum(b.size(sizes) for b in spec.blocks)}",
+                f"{entry}.w_size = {weight_size(spec.name, sizes)}",
+                f"{entry}.accumulate = {int(spec.accumulate)}"]
+    out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]
+    return "\n".join(out)

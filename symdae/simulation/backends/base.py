@@ -1,0 +1,162 @@
+"""The backend contract: what the rest of symdae asks of a backend, and the records it returns.
+
+A backend holds one model's kernels and runs the three sweeps of the HHT scheme (the
+discrete-adjoint paper's eq. 15; ``symdae/simulation/core/scheme.pxd`` has the coefficient table) on them.
+Two implement it: ``compiled`` (the Cython core over the generated kernels, the fast path) and
+``numpy`` (lambdified kernels and the sweeps in NumPy: the test oracle and the fallback where
+no C compiler exists). Both run exactly the same discrete scheme; only the Newton policy differs
+(the compiled sweep uses simplified Newton, the NumPy one full Newton), so their trajectories
+agree to round-off, not bitwise.
+
+Attributes
+----------
+name : str
+    ``"compiled"`` or ``"numpy"``.
+sizes : :class:`symdae.model.kernels.Sizes`
+    n, m, n_p, n_u, n_s and n_tau (hoisted time terms; 0 for the NumPy backend).
+
+Methods
+-------
+evaluate(kernel, t, q, v, a, lam, p, u, w=None) -> ndarray
+    One kernel of the spec (:mod:`symdae.model.kernels`) at one state: its flat output
+    (``kernels.split`` names the blocks); accumulating kernels start from zero. ``w`` must have
+    the kernel's weight size (``kernels.pack_weights`` builds it).
+forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
+    Takes the grid (t0, h, N, alpha and the index i0 of its first step: times t0 + (i0 + j) h),
+    parameters p (n_p,), inputs U (N+1, n_u), the consistent state x0 = (q, v, a, lam) at step
+    i0, the Newton tolerance and iteration cap, whether to keep what the derivative sweeps would
+    otherwise recompute (factorisations, time terms), and for a run continued from a checkpoint
+    a :class:`Restart` (what makes the continuation take the very steps of one long run).
+    Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
+    and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
+    the Restart at its last step. A failed sweep is a report with status other than ``ok``,
+    never an exception: the caller (``System``) names the failure.
+tangent(fwd, D, dx0) -> TangentArrays
+    Forward sensitivities along the columns of D (n_p, nd) from the sensitivities at the first
+    row, dx0 = (dq, dv, da, dlam), each (nd, size). One linear solve per direction and step.
+adjoint(fwd, dPhi, carry=None, last=True, first=True) -> AdjointResult
+    dJ/dp without the initial-state term for a cost whose derivative with respect to the
+    output samples is dPhi (N+1, n_s), by one backward sweep. In segments: ``carry`` is what
+    the segment after this one left (ignored with ``last``: the run ends here); with
+    ``first`` the segment starts the run. The result's carry starts the segment before; of the
+    first segment it holds the adjoint of x0 (``xbar0``).
+
+Both derivative sweeps raise nothing either: their status says whether a Newton matrix was
+singular.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
+           "AdjointResult", "STATUSES"]
+
+STATUSES = ("ok", "newton_failed", "singular", "not_finite")
+
+
+class Grid(NamedTuple):
+    """The time grid of a sweep: t_j = t0 + (i0 + j) h, j = 0..N, HHT parameter alpha (a
+    segment of a longer run has i0 > 0; its times are the same numbers as in the long run)."""
+
+    t0: float
+    h: float
+    N: int
+    alpha: float
+    i0: int = 0
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What continues a forward run at step i0 exactly as one long run would: (a, lam) of up
+    to two previous steps (rows i0-k .. i0-1, k = min(i0, 2): the Newton start values), the
+    round-off levels the last step left (2 nm + 1, see newton.pxd) and the orders of the
+    sparse LU (2 nm, see sparse.pxd; None for a backend without one)."""
+
+    history: np.ndarray
+    noise: np.ndarray
+    order: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Counters:
+    steps: int = 0
+    newton_iterations: int = 0       # residual evaluations
+    factorizations: int = 0          # LU of the (n+m) x (n+m) Newton matrix
+    jacobian_refreshes: int = 0      # factorisations at a Newton iterate (not a state)
+
+    def as_dict(self) -> dict:
+        return dict(steps=self.steps, newton_iterations=self.newton_iterations,
+                    factorizations=self.factorizations,
+                    jacobian_refreshes=self.jacobian_refreshes)
+
+    def __add__(self, other: "Counters") -> "Counters":
+        """The counts of two runs one after the other (segments of a checkpointed run)."""
+        return Counters(*(a + b for a, b in zip(self.as_dict().values(),
+                                                other.as_dict().values())))
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """How a sweep ended. For a failure: the state that could not be computed (``step``,
+    ``time``), the Newton iterations there, the residual max-norms at the first and last
+    iterate, the last residual over its round-off level (``noise_ratio``) and the pivot that
+    vanished (-1 if none)."""
+
+    status: str
+    counters: Counters = Counters()
+    time: float = float("nan")
+    step: int = -1
+    iterations: int = 0
+    residual_norm: float = float("nan")
+    first_residual_norm: float = float("nan")
+    noise_ratio: float = float("nan")
+    pivot: int = -1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class ForwardResult:
+    """A forward sweep: states and outputs on the grid, its report, and what it saved."""
+
+    grid: Grid
+    p: np.ndarray
+    U: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+    S: np.ndarray
+    report: SweepReport
+    saved: object = None     # backend-specific (stored factorisations), None if not stored
+    restart: Restart | None = None     # continues the run after its last row
+    order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
+
+
+@dataclass(frozen=True)
+class TangentArrays:
+    """Sensitivities along nd directions, (N+1, nd, size) each."""
+
+    dq: np.ndarray
+    dv: np.ndarray
+    da: np.ndarray
+    dlam: np.ndarray
+    ds: np.ndarray
+    report: SweepReport
+
+
+@dataclass(frozen=True)
+class AdjointResult:
+    """``grad`` (n_p,): dJ/dp of the segment's steps (initial state excluded); ``xbar0``
+    (3n + m,): the adjoint of its first row's state (of x0 for the first segment); ``carry``:
+    what the segment before needs (xbar0 followed by the r_d of the first step)."""
+
+    grad: np.ndarray
+    xbar0: np.ndarray
+    carry: np.ndarray
+    report: SweepReport

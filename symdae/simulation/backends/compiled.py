@@ -1,0 +1,182 @@
+"""The compiled backend: the Cython core (``symdae/simulation/core/_hht.pyx``) over a generated kernel module.
+
+Validates every shape and type here, at the Python boundary, so the nogil sweeps can trust
+their inputs. Imported only when a compiled model is loaded, so ``import symdae`` works where
+the core was never built.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ...errors import InputError
+from ...model.kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
+from ...threads import one_blas_thread
+from .base import (
+    STATUSES,
+    AdjointResult,
+    Counters,
+    ForwardResult,
+    Grid,
+    Restart,
+    SweepReport,
+    TangentArrays,
+)
+
+__all__ = ["CompiledBackend", "core_available"]
+
+def core_available() -> bool:
+    """Is the compiled core importable (was the package built)?"""
+    try:
+        from ..core import _hht  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _vec(x, k: int, label: str, where: str) -> np.ndarray:
+    """x as a contiguous float64 vector of length k (one zero when k = 0: no empty buffers)."""
+    vec = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    if vec.shape[0] != k:
+        raise InputError(f"{where}: {label} has {vec.shape[0]} entries, expected {k}")
+    return vec if k > 0 else np.zeros(1)
+
+
+def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) -> Restart:
+    """The Restart that continues a run at ``row`` (step ``step`` of the grid)."""
+    k = min(step, 2)
+    return Restart(np.hstack([A[row - k:row], L[row - k:row]]), np.array(noise, copy=True),
+                   np.array(order, copy=True))
+
+
+def _report(rep: dict) -> SweepReport:
+    counters = Counters(int(rep["steps"]), int(rep["newton_iterations"]),
+                        int(rep["factorizations"]), int(rep["jacobian_refreshes"]))
+    return SweepReport(STATUSES[rep["status"]], counters, float(rep["time"]), int(rep["step"]),
+                       int(rep["iterations"]), float(rep["residual_norm"]),
+                       float(rep["first_residual_norm"]), float(rep["noise_ratio"]),
+                       int(rep["pivot"]))
+
+
+class CompiledBackend:
+    """Kernels of a generated module plus the compiled sweeps (see ``backends.base``)."""
+
+    name = "compiled"
+
+    def __init__(self, module):
+        from ..core import _hht
+        self._hht = _hht
+        self.module = module
+        self.kernels = _hht.Kernels(module)
+        k = self.kernels
+        self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau)
+        if _hht.N_KERNELS != len(KERNEL_NAMES):
+            raise ImportError(f"the compiled core knows {_hht.N_KERNELS} kernels, the kernel "
+                              f"spec {len(KERNEL_NAMES)}: rebuild the package")
+        for idx, name in enumerate(KERNEL_NAMES):
+            want = (size(name, self.sizes), weight_size(name, self.sizes),
+                    kernel(name).accumulate)
+            if k.layout(idx) != want:
+                raise ImportError(f"kernel {name} of {module.__name__} has layout "
+                                  f"{k.layout(idx)}, the spec says {want}: rebuild the model")
+
+    def __reduce__(self):
+        raise TypeError("a CompiledBackend does not pickle by itself; pickle the System")
+
+    # ------------------------------------------------------------------ kernels
+    def evaluate(self, name: str, t, q, v, a, lam, p, u, w=None) -> np.ndarray:
+        kernel(name)
+        sz, where = self.sizes, f"kernel {name}"
+        args = [_vec(x, k, label, where) for x, k, label in
+                ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
+                 (p, sz.n_p, "p"), (u, sz.n_u, "u"),
+                 (() if w is None else w, weight_size(name, sz), "w"))]
+        return self.kernels.evaluate(KERNEL_NAMES.index(name), float(t), *args)
+
+    # ------------------------------------------------------------------ sweeps
+    def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
+                store: bool, restart: Restart | None = None) -> ForwardResult:
+        sz, N = self.sizes, grid.N
+        nm = sz.n + sz.m
+        first = 0 if restart is None else restart.history.shape[0]
+        rows = first + N + 1
+        Q, V, A = (np.empty((rows, sz.n)) for _ in range(3))
+        L = np.empty((rows, sz.m))
+        S = np.zeros((rows, sz.n_s))
+        Q[first], V[first], A[first], L[first] = x0
+        order = np.zeros(2 * nm, dtype=np.intc)
+        if restart is None:
+            noise = np.zeros(2 * nm + 1)
+        else:
+            A[:first], L[:first] = restart.history[:, :sz.n], restart.history[:, sz.n:]
+            noise = np.array(restart.noise, dtype=float)
+            order[:] = restart.order
+        if store:   # every entry is written by the sweep
+            saved = (np.empty((rows, nm, nm)), np.empty((rows, nm + 1), dtype=np.intc),
+                     np.empty((rows, sz.n_tau)))
+        else:
+            saved = (None, None, None)
+        p_arg = _vec(p, sz.n_p, "p", "forward")
+        Ufull = np.empty((rows, sz.n_u))
+        Ufull[first:] = U
+        with self._lapack():
+            rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, Ufull,
+                                    Q, V, A, L, S, *saved, float(rtol), int(max_iter), first,
+                                    grid.i0, noise, order, restart is not None)
+        report = _report(rep)
+        end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
+        part = slice(first, None)
+        return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
+                             Q[part], V[part], A[part], L[part], S[part], report,
+                             tuple(x[part] for x in saved) if store else None, end, order)
+
+    def _saved(self, fwd: ForwardResult):
+        return fwd.saved if fwd.saved is not None else (None, None, None)
+
+    def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0) -> TangentArrays:
+        sz, g = self.sizes, fwd.grid
+        nd = D.shape[1]
+        DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
+        dQ, dV, dA = (np.zeros((g.N + 1, nd, max(sz.n, 1))) for _ in range(3))
+        dL = np.zeros((g.N + 1, nd, max(sz.m, 1)))
+        dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
+        for X, x0 in zip((dQ, dV, dA, dL), dx0):
+            X[0, :, :x0.shape[1]] = x0
+        with self._lapack():
+            rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dL,
+                                    dS, g.i0, fwd.order)
+        report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
+        return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
+                             dL[:, :, :sz.m], dS[:, :, :sz.n_s], report)
+
+    def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
+                first: bool = True) -> AdjointResult:
+        sz, g = self.sizes, fwd.grid
+        state = np.zeros(sz.nx + sz.n + sz.n_p)
+        if not last:
+            state[:] = carry
+        dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
+        if dPhi.shape != (g.N + 1, sz.n_s):       # the nogil sweep reads it unchecked
+            raise InputError(f"dPhi has shape {dPhi.shape}, expected {(g.N + 1, sz.n_s)}")
+        with self._lapack():
+            rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
+                                    last, first, fwd.order)
+        report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
+        return AdjointResult(state[sz.nx + sz.n:].copy(), state[:sz.nx].copy(), state, report)
+
+    def _lapack(self):
+        """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
+        dense LU, symdae/simulation/core/dense.pxd); nothing to do for smaller ones."""
+        return (one_blas_thread() if self.sizes.nm > self._hht.DENSE_LU_MAX
+                else contextlib.nullcontext())
+
+    @staticmethod
+    def _states(fwd: ForwardResult):
+        # the sweeps take contiguous rows; a segment's views are (they start at a row)
+        return tuple(np.ascontiguousarray(x) for x in (fwd.q, fwd.v, fwd.a, fwd.lam))
+
+    def _p(self, fwd: ForwardResult) -> np.ndarray:
+        return fwd.p if self.sizes.n_p else np.zeros(1)

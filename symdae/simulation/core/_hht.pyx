@@ -1,0 +1,566 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""Compiled HHT core: forward, tangent-linear and adjoint sweeps over a model's kernels.
+
+This module knows no model. It reaches a model only through the kernel table of
+symdae_kernels.h (a ``symdae_model`` behind a PyCapsule; sizes included). The scheme and its
+coefficients are documented in scheme.pxd; one step of each sweep is a function of its own
+(newton.pxd, tangent.pxd, adjoint.pxd). The Python layer (symdae/backends/compiled.py) validates
+every shape and type before calling in, so the nogil loops trust their inputs. Each sweep returns
+a report (a dict: status and counters) that the backend turns into named records.
+
+The forward sweep factorises the Newton matrix K of eq. (16) once per step at the accepted state;
+that factorisation is the next step's iteration matrix and exactly the matrix the tangent and
+adjoint sweeps need. With ``LU`` given it is stored per step (and so are the time terms), else
+the derivative sweeps refactorise from the stored states: the same numbers either way.
+"""
+import numpy as np
+
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.string cimport memcpy, memset
+
+from symdae.simulation.core.kernel_api cimport *
+from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
+from symdae.simulation.core.factors cimport prepare_lu
+from symdae.simulation.core.dense cimport SMALL_LU
+from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
+                                 take_int, arena_allocate, arena_check)
+from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
+                                 StepOutcome, newton_step, factor_into)
+from symdae.simulation.core.tangent cimport TangentWork, tangent_step, output_tangent
+from symdae.simulation.core.adjoint cimport AdjointWork, adjoint_step, initial_g_adjoint
+
+STATUS = {"OK": OK, "NEWTON_FAILED": NEWTON_FAILED, "SINGULAR": SINGULAR,
+          "NOT_FINITE": NOT_FINITE}
+N_KERNELS = SYMDAE_N_KERNELS
+ABI_VERSION = SYMDAE_ABI_VERSION
+DENSE_LU_MAX = SMALL_LU      # dense.pxd: the core's own LU up to this size, LAPACK above
+
+cdef double _EMPTY[1]   # the base of every zero-width array (never read)
+
+
+cdef class Kernels:
+    """The kernel table of one compiled model (keeps its module alive)."""
+
+    cdef const symdae_model* km
+    cdef readonly object module
+    cdef readonly int n, m, n_p, n_u, n_s, n_tau
+
+    def __cinit__(self, module):
+        cap = getattr(module, "kernels", None)
+        if cap is None or not PyCapsule_IsValid(cap, b"symdae.model"):
+            raise TypeError(f"{module!r} does not export a 'symdae.model' kernel capsule")
+        self.km = <const symdae_model*>PyCapsule_GetPointer(cap, b"symdae.model")
+        if self.km.abi_version != SYMDAE_ABI_VERSION:
+            raise ImportError(f"kernel module {module!r} has ABI {self.km.abi_version}, the "
+                              f"core expects {SYMDAE_ABI_VERSION}: rebuild it")
+        self.module = module
+        self.n, self.m, self.n_p = self.km.n, self.km.m, self.km.n_p
+        self.n_u, self.n_s, self.n_tau = self.km.n_u, self.km.n_s, self.km.n_tau
+
+    def layout(self, int k):
+        """(output size, weight size, accumulate) of kernel number k, as compiled."""
+        if not 0 <= k < SYMDAE_N_KERNELS:
+            raise IndexError(f"kernel index {k} outside 0..{SYMDAE_N_KERNELS - 1}")
+        return (self.km.kernel[k].out_size, self.km.kernel[k].w_size,
+                bool(self.km.kernel[k].accumulate))
+
+    def evaluate(self, int k, double t, const double[::1] q, const double[::1] v,
+                 const double[::1] a, const double[::1] lam, const double[::1] p,
+                 const double[::1] u, const double[::1] w):
+        """Kernel number k at one state, from zero (time terms evaluated first). The caller
+        passes contiguous arrays of the model's sizes (at least one element each)."""
+        out = np.zeros(self.km.kernel[k].out_size + 1)
+        tau = np.zeros(self.n_tau + 1)
+        cdef double[::1] bo = out, btau = tau
+        cdef symdae_args x
+        x.t = t
+        x.q = &q[0]
+        x.v = &v[0]
+        x.a = &a[0]
+        x.lam = &lam[0]
+        x.p = &p[0]
+        x.u = &u[0]
+        with nogil:
+            time_terms(self.km, &x, &btau[0], True)
+            call(self.km, k, &x, &w[0], &bo[0])
+        return out[:self.km.kernel[k].out_size]
+
+
+# ---------------------------------------------------------------------------- shared parts
+
+cdef inline double* base(double[:, ::1] X) noexcept nogil:
+    return &X[0, 0] if X.shape[0] > 0 and X.shape[1] > 0 else _EMPTY
+
+
+cdef inline const double* cbase(const double[:, ::1] X) noexcept nogil:
+    return &X[0, 0] if X.shape[0] > 0 and X.shape[1] > 0 else _EMPTY
+
+
+cdef struct Traj:
+    # raw views of a trajectory: row i of q starts at q + i * n and holds step offset + i of
+    # the grid t0 + k h (a segment of a longer run has offset > 0: its times are computed
+    # from the global step index, so that they are the same numbers as in one long run)
+    double* q
+    double* v
+    double* a
+    double* lam
+    const double* u
+    int n, m, n_u
+    double t0, h
+    Py_ssize_t offset
+
+
+cdef inline double time_of(const Traj* tr, Py_ssize_t i) noexcept nogil:
+    return tr.t0 + (tr.offset + i) * tr.h
+
+
+cdef inline Traj traj_of(double t0, double h, double[:, ::1] Q, double[:, ::1] V,
+                         double[:, ::1] A, double[:, ::1] L, const double[:, ::1] U,
+                         Py_ssize_t offset) noexcept nogil:
+    cdef Traj tr
+    tr.offset = offset
+    tr.q = base(Q)
+    tr.v = base(V)
+    tr.a = base(A)
+    tr.lam = base(L)
+    tr.u = cbase(U)
+    tr.n = <int>Q.shape[1]
+    tr.m = <int>L.shape[1]
+    tr.n_u = <int>U.shape[1]
+    tr.t0 = t0
+    tr.h = h
+    return tr
+
+
+cdef inline void set_state(symdae_args* x, const Traj* tr, Py_ssize_t i) noexcept nogil:
+    """Point x at state i of the trajectory (x.tau is left alone)."""
+    x.t = time_of(tr, i)
+    x.q = tr.q + i * tr.n
+    x.v = tr.v + i * tr.n
+    x.a = tr.a + i * tr.n
+    x.lam = tr.lam + i * tr.m
+    x.u = tr.u + i * tr.n_u
+
+
+cdef struct Factors:
+    # the factorised Newton matrices and time terms of every state (stored), or work space to
+    # recompute them state by state; the sparse LU's orders and structure (sparse.pxd)
+    double* LU       # (N+1) x nm x nm, or NULL
+    int* piv         # (N+1) x (nm + 1)
+    double* TAU      # (N+1) x n_tau, or NULL
+    double* K        # work: Newton matrix, its factorisation and pivots
+    double* LUw
+    int* pw
+    int nm, n_tau
+    SparseLU lu
+
+
+cdef inline Factors factors_of(double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+                               int nm, int n_tau) noexcept nogil:
+    cdef Factors f
+    f.LU = &LU[0, 0, 0] if LU is not None and nm > 0 else NULL
+    f.piv = &PIV[0, 0] if LU is not None and nm > 0 else NULL
+    f.TAU = &TAU[0, 0] if TAU is not None and n_tau > 0 else NULL
+    f.nm = nm
+    f.n_tau = n_tau
+    return f
+
+
+cdef void carve_factors(Arena* a, Factors* f) noexcept nogil:
+    cdef int N = f.nm
+    f.K = take(a, N * N)
+    f.LUw = take(a, N * N)
+    f.pw = take_int(a, N + 1)
+    carve_sparse(a, &f.lu, N)
+
+
+cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
+                           Factors* f, Py_ssize_t i, double** LU, int** piv) noexcept nogil:
+    """The factorisation of K at state i (x): the stored one, or computed into f's work space.
+    Returns 0 or the vanished pivot + 1."""
+    if f.LU != NULL:
+        LU[0] = f.LU + i * f.nm * f.nm
+        piv[0] = f.piv + i * (f.nm + 1)
+        return 0
+    LU[0] = f.LUw
+    piv[0] = f.pw
+    return factor_into(km, x, c.kw, &f.lu, f.K, f.LUw, f.pw)
+
+
+cdef inline void tau_at(const symdae_model* km, symdae_args* x, const Factors* f, Py_ssize_t i,
+                        double* buf) noexcept nogil:
+    """All time terms at state i (x): the stored row, or evaluated into buf."""
+    if f.TAU != NULL:
+        x.tau = f.TAU + i * f.n_tau
+    else:
+        time_terms(km, x, buf, True)
+
+
+cdef struct ForwardReport:
+    int status
+    Py_ssize_t steps
+    Py_ssize_t newton_iterations
+    Py_ssize_t factorizations
+    Py_ssize_t jacobian_refreshes
+    double time             # of the failure
+    Py_ssize_t step         # index of the state that could not be computed
+    int iterations          # Newton iterations of the failed step
+    double residual_norm    # residual max-norm at its last iterate
+    double first_residual_norm
+    double noise_ratio      # residual over its round-off level at the last iterate
+    int pivot               # vanished pivot (singular matrix), or -1
+
+
+# ---------------------------------------------------------------------------- forward
+
+cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcept nogil:
+    cdef int nm = n + m
+    w.res = take(a, 2 * n + m)
+    w.mag = take(a, 2 * n + m)
+    w.qsb = take(a, n)
+    w.vsb = take(a, n)
+    w.sz = take(a, 2 * n)
+    w.gprev = take(a, n)
+    w.qc = take(a, n)
+    w.vc = take(a, n)
+    w.qh = take(a, n)
+    w.vh = take(a, n)
+    w.R = take(a, nm)
+    w.dy = take(a, nm)
+    w.y = take(a, nm)
+    w.nu = take(a, nm)
+    w.fq = take(a, nm)
+    w.K = take(a, nm * nm)
+    w.LUr = take(a, nm * nm)
+    w.pr = take_int(a, nm)
+    w.tau = take(a, n_tau)
+
+
+cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonWork* w,
+                const Traj* tr, Factors* f, Py_ssize_t i, double* S, double** LU, int** piv,
+                bint fresh) noexcept nogil:
+    """State i is in the trajectory: its outputs, stored time terms, g_i for the next step and
+    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms
+    and residual at state i are not in w yet (state 0)."""
+    cdef int n = km.n, nm = km.n + km.m, pivot
+    set_state(x, tr, i)
+    if fresh:
+        time_terms(km, x, w.tau, False)
+        call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
+    x.tau = w.tau
+    memcpy(w.gprev, w.res + n, n * sizeof(double))
+    call(km, SYMDAE_OUTPUTS, x, NULL, S + i * km.n_s)
+    if f.TAU != NULL:
+        memcpy(f.TAU + i * f.n_tau, w.tau, f.n_tau * sizeof(double))
+        call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, f.TAU + i * f.n_tau)
+    if f.LU != NULL:
+        LU[0] = f.LU + i * nm * nm
+        piv[0] = f.piv + i * (nm + 1)
+    else:
+        LU[0] = f.LUw
+        piv[0] = f.pw
+    return factor_into(km, x, c.kw, &f.lu, w.K, LU[0], piv[0])
+
+
+def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
+            const double[::1] p, const double[:, ::1] U,
+            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
+            double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+            double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
+            int[::1] order, bint have_order):
+    """HHT forward sweep of N steps from the consistent state in row ``first`` of Q, V, A, L,
+    which is step i0 of the grid t0 + k h.
+
+    Fills rows first+1..first+N of Q, V, A, L and first..first+N of the outputs S (all arrays
+    are indexed by row, U too). Rows before ``first`` hold the previous states' a and lam for
+    the start values (a restart from a checkpoint passes first = min(i0, 2)). ``carry``
+    (2 nm + 1): the round-off levels the last step left (and a flag that they are there); read
+    at the start, written at the end, so that a run in segments takes the very steps of one
+    long run. ``order`` (2 nm): the sparse LU's row and column orders (sparse.pxd), read when
+    ``have_order`` (a continued run), else analysed from the first Newton matrix; written at
+    the end for the derivative sweeps and the next segment. With LU (rows, nm, nm), PIV (rows,
+    nm + 1) and TAU (rows, n_tau) given, stores the factorised Newton matrix and all time terms
+    of every accepted state for the sensitivity sweeps. Returns a ForwardReport (dict).
+    """
+    cdef const symdae_model* km = K.km
+    cdef int n = K.n, m = K.m, nm = K.n + K.m, pivot
+    cdef Scheme c = scheme(h, alpha)
+    cdef Arena arena
+    cdef NewtonWork w
+    cdef StepOutcome so
+    cdef ForwardReport rep
+    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0 - first)
+    cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
+    cdef double* Sb = base(S)
+    cdef double* LUcur
+    cdef int* pcur
+    cdef Py_ssize_t i = first, i1, i2, last = first + N
+    cdef bint have_noise = carry[2 * nm] != 0.0
+    cdef symdae_args x
+    memset(&arena, 0, sizeof(Arena))
+    memset(&rep, 0, sizeof(ForwardReport))
+    carve_newton(&arena, &w, n, m, K.n_tau)
+    carve_factors(&arena, &f)
+    mem = arena_allocate(&arena)
+    carve_newton(&arena, &w, n, m, K.n_tau)
+    carve_factors(&arena, &f)
+    arena_check(&arena, mem)
+    x.p = &p[0]
+    rep.pivot = -1
+    memcpy(w.nu, &carry[0], nm * sizeof(double))
+    memcpy(w.fq, &carry[nm], nm * sizeof(double))
+    with nogil:
+        set_state(&x, &tr, i)
+        time_terms(km, &x, w.tau, False)
+        pivot = prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], have_order)
+        if pivot == 0:
+            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)
+        rep.factorizations = 1
+        if pivot != 0:
+            rep.status = NOT_FINITE if pivot < 0 else SINGULAR
+            rep.pivot = pivot - 1
+            rep.step = tr.offset + i
+        while rep.status == OK and i < last:
+            i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
+            i2 = i - 2 if i > 1 else 0
+            rep.status = newton_step(
+                km, &x, &c, &w, &f.lu, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
+                tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
+                tr.lam + i2 * m, min(tr.offset + i, 2), time_of(&tr, i + 1),
+                tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
+            have_noise = True
+            rep.newton_iterations += so.iterations
+            rep.factorizations += so.refreshes
+            rep.jacobian_refreshes += so.refreshes
+            if rep.status != OK:
+                rep.iterations = so.iterations
+                rep.residual_norm = so.last_norm
+                rep.first_residual_norm = so.first_norm
+                rep.noise_ratio = so.noise_ratio
+                rep.pivot = so.pivot
+                rep.step = tr.offset + i + 1
+                break
+            i += 1
+            memcpy(tr.q + i * n, w.qc, n * sizeof(double))
+            memcpy(tr.v + i * n, w.vc, n * sizeof(double))
+            memcpy(tr.a + i * n, w.y, n * sizeof(double))
+            memcpy(tr.lam + i * m, w.y + n, m * sizeof(double))
+            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, False)
+            rep.factorizations += 1
+            if pivot != 0:
+                rep.status = NOT_FINITE if pivot < 0 else SINGULAR
+                rep.pivot = pivot - 1
+                rep.step = tr.offset + i
+    rep.steps = i - first
+    if rep.status != OK:
+        rep.time = t0 + rep.step * h
+    memcpy(&carry[0], w.nu, nm * sizeof(double))
+    memcpy(&carry[nm], w.fq, nm * sizeof(double))
+    carry[2 * nm] = 1.0 if have_noise else 0.0
+    memcpy(&order[0], f.lu.pr, nm * sizeof(int))
+    memcpy(&order[nm], f.lu.pc, nm * sizeof(int))
+    return rep
+
+
+# ---------------------------------------------------------------------------- tangent
+
+cdef void carve_tangent(Arena* a, TangentWork* w, double** P, double** tau, int n, int m,
+                        int n_p, int nd, int n_tau) noexcept nogil:
+    w.w = take(a, 4 * n + 2 * m + n_p)
+    w.r1 = take(a, 2 * n + m)
+    w.r0 = take(a, 2 * n + m)
+    w.rhs = take(a, n + m)
+    w.dqh = take(a, n)
+    w.dvh = take(a, n)
+    P[0] = take(a, nd * (2 * n + m))      # param_jvp along each direction at x_i, x_{i+1}
+    P[1] = take(a, nd * (2 * n + m))
+    tau[0] = take(a, n_tau)
+    tau[1] = take(a, n_tau)
+
+
+cdef inline void param_directions(const symdae_model* km, const symdae_args* x,
+                                  const double* DT, int nd, double* P) noexcept nogil:
+    """P[d] = param_jvp(x; D[:, d]) for every direction (DT is D transposed)."""
+    cdef int d, nr = 2 * km.n + km.m
+    for d in range(nd):
+        zero_call(km, SYMDAE_PARAM_JVP, x, DT + d * km.n_p, P + d * nr)
+
+
+def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
+            const double[::1] p, const double[:, ::1] U,
+            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
+            double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU, const double[:, ::1] DT,
+            double[:, :, ::1] dQ, double[:, :, ::1] dV, double[:, :, ::1] dA,
+            double[:, :, ::1] dL, double[:, :, ::1] dS, Py_ssize_t i0,
+            const int[::1] order):
+    """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
+    from row 0 (step i0 of the grid t0 + k h).
+
+    DT (nd, n_p): the parameter directions, one per row. dQ, dV, dA, dL, dS are
+    (N+1, nd, size); row 0 of dQ, dV, dA, dL must hold the sensitivities at row 0. Uses LU,
+    PIV and TAU from forward() when given, else refactorises at each state, with the sparse
+    LU orders ``order`` of that forward run. Returns {"status", "step"} (SINGULAR with the
+    step whose matrix was singular).
+    """
+    cdef const symdae_model* km = K.km
+    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, nr = 2 * K.n + K.m
+    cdef int nd = <int>DT.shape[0], d, pivot = 0
+    cdef Scheme c = scheme(h, alpha)
+    cdef Arena arena
+    cdef TangentWork w
+    cdef double* P[2]
+    cdef double* tau[2]
+    cdef double* tmp
+    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0)
+    cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
+    cdef double* LUcur
+    cdef int* pcur
+    cdef const double* dt = cbase(DT)
+    cdef Py_ssize_t i = 0
+    cdef symdae_args x0, x1
+    memset(&arena, 0, sizeof(Arena))
+    carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
+    carve_factors(&arena, &f)
+    mem = arena_allocate(&arena)
+    carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
+    carve_factors(&arena, &f)
+    arena_check(&arena, mem)
+    x0.p = &p[0]
+    x1.p = &p[0]
+    with nogil:
+        set_state(&x0, &tr, 0)
+        tau_at(km, &x0, &f, 0, tau[0])
+        prepare_lu(km, &x0, &c, &f.lu, f.K, f.LUw, &order[0], True)
+        param_directions(km, &x0, dt, nd, P[0])
+        for d in range(nd):
+            output_tangent(km, &x0, w.w, &dQ[0, d, 0], &dV[0, d, 0], &dA[0, d, 0],
+                           &dL[0, d, 0], dt + d * n_p, &dS[0, d, 0])
+        while i < N:
+            set_state(&x1, &tr, i + 1)
+            tau_at(km, &x1, &f, i + 1, tau[1])
+            pivot = factors_at(km, &x1, &c, &f, i + 1, &LUcur, &pcur)
+            if pivot != 0:
+                break
+            param_directions(km, &x1, dt, nd, P[1])
+            for d in range(nd):
+                tangent_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
+                             P[0] + d * nr, &dQ[i, d, 0], &dV[i, d, 0], &dA[i, d, 0],
+                             &dL[i, d, 0], &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
+                             &dA[i + 1, d, 0], &dL[i + 1, d, 0])
+                output_tangent(km, &x1, w.w, &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
+                               &dA[i + 1, d, 0], &dL[i + 1, d, 0], dt + d * n_p,
+                               &dS[i + 1, d, 0])
+            x0 = x1
+            tmp = P[0]
+            P[0] = P[1]
+            P[1] = tmp
+            tmp = tau[0]
+            tau[0] = tau[1]
+            tau[1] = tmp
+            i += 1
+    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1}
+
+
+# ---------------------------------------------------------------------------- adjoint
+
+cdef void carve_adjoint(Arena* a, AdjointWork* w, double** xb, double** gacc, double** tau,
+                        int n, int m, int n_p, int n_tau) noexcept nogil:
+    xb[0] = take(a, 3 * n + m)
+    gacc[0] = take(a, n_p)        # must follow xb: output_vjp writes [xbar, pbar] in one go
+    w.mu = take(a, n + m)
+    w.rd_next = take(a, n)
+    w.hat = take(a, 3 * n + m)
+    w.wv = take(a, 3 * n + m)
+    tau[0] = take(a, n_tau)       # time terms at x_i and x_{i+1}
+    tau[1] = take(a, n_tau)
+
+
+cdef inline void output_source(const symdae_model* km, const symdae_args* x,
+                               const double* dphi, double* xb_and_grad) noexcept nogil:
+    """[xbar, pbar] += dphi^T [ds/dx, ds/dp], skipped when dphi = 0."""
+    cdef int r
+    for r in range(km.n_s):
+        if dphi[r] != 0.0:
+            call(km, SYMDAE_OUTPUT_VJP, x, dphi, xb_and_grad)
+            return
+
+
+def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
+            const double[::1] p, const double[:, ::1] U,
+            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
+            double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+            const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
+            bint first, const int[::1] order):
+    """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme, backwards over the
+    N steps of rows 0..N (steps i0..i0+N of the grid t0 + k h).
+
+    dPhi (N+1, n_s): the derivative of the cost with respect to every output sample of these
+    rows. ``carry`` (3n + m + n + n_p): the adjoint of the state at row N, the r_d of the step
+    after it and the parameter adjoint summed so far; ``last``: row N is the end of the run
+    (carry is read as zeros: the sweep starts from the output source there). On return carry
+    holds the adjoint of the state at row 0 (with its output source), the r_d of step 0 -> 1
+    and the parameter adjoint of every step from row 0 on, for the segment before: one running
+    sum, so a run in segments gives the very numbers of one long run. With ``first`` (row 0 is
+    the initial state) the term of g_0 is added too, carry[:3n + m] is the adjoint of
+    x_0 = (q0, v0, a0, lam0), which the Python layer carries through the consistent
+    initialisation, and carry[3n + m + n:] the steps' part of dJ/dp. ``order``: the sparse LU
+    orders of the forward run.
+    Returns {"status", "step"}.
+    """
+    cdef const symdae_model* km = K.km
+    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
+    cdef int pivot = 0
+    cdef Scheme c = scheme(h, alpha)
+    cdef Arena arena
+    cdef AdjointWork w
+    cdef double* xb
+    cdef double* gacc
+    cdef double* tau[2]
+    cdef double* tmp
+    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0)
+    cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
+    cdef const double* dphi = cbase(dPhi)
+    cdef double* LUcur
+    cdef int* pcur
+    cdef Py_ssize_t i = N
+    cdef symdae_args x0, x1
+    memset(&arena, 0, sizeof(Arena))
+    carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
+    carve_factors(&arena, &f)
+    mem = arena_allocate(&arena)
+    carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
+    carve_factors(&arena, &f)
+    arena_check(&arena, mem)
+    x0.p = &p[0]
+    x1.p = &p[0]
+    if not last:
+        memcpy(xb, &carry[0], nx * sizeof(double))
+        memcpy(w.rd_next, &carry[nx], n * sizeof(double))
+        memcpy(gacc, &carry[nx + n], n_p * sizeof(double))
+    with nogil:
+        set_state(&x1, &tr, N)
+        tau_at(km, &x1, &f, N, tau[1])
+        prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
+        if last:
+            output_source(km, &x1, dphi + N * ns, xb)
+        while i > 0:
+            # x1 is at row i, xb its complete adjoint; step i-1 -> i
+            pivot = factors_at(km, &x1, &c, &f, i, &LUcur, &pcur)
+            if pivot != 0:
+                break
+            set_state(&x0, &tr, i - 1)
+            tau_at(km, &x0, &f, i - 1, tau[0])
+            adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, gacc)
+            output_source(km, &x0, dphi + (i - 1) * ns, xb)
+            x1 = x0
+            tmp = tau[0]
+            tau[0] = tau[1]
+            tau[1] = tmp
+            i -= 1
+        if pivot == 0 and first and i0 + N > 0:
+            initial_g_adjoint(km, &x1, &c, &w, gacc)
+    memcpy(&carry[0], xb, nx * sizeof(double))
+    memcpy(&carry[nx], w.rd_next, n * sizeof(double))
+    memcpy(&carry[nx + n], gacc, n_p * sizeof(double))
+    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i if pivot else -1}

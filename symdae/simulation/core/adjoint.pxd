@@ -1,0 +1,114 @@
+# One step i+1 -> i of the discrete adjoint sweep (paper eqs. 9 and 11) for the forward scheme.
+#
+# xbar = (qbar, vbar, abar, lbar) holds the complete adjoint of x_{i+1} on entry. With r the
+# adjoint of step i -> i+1's residual (solve K_{i+1}^T mu = (abar + s qbar + gh vbar, lbar),
+# r = -mu = (r_d, r_c)):
+#   qhat_bar = qbar_{i+1} + (cM J_M + J_G)_{i+1}^T r_d + C_q,{i+1}^T r_c / s
+#   vhat_bar = vbar_{i+1} + G_V,{i+1}^T r_d
+#   pbar    += P_{i+1}^T (cM r_d | r_d - ap r_d,next | r_c / s)   (g_{i+1} also enters the next
+#              step through -ap g_{i+1}, whose r_d the sweep carries as rd_next)
+#   xbar_i   = output source_i - ap (J_G,i^T r_d, G_V,i^T r_d, ., C_q,i r_d)
+#              + predictor adjoints (qhat_bar, h qhat_bar + vhat_bar, ca qhat_bar + cv1 vhat_bar)
+# Every product with a Jacobian block is a generated sparse kernel (state_vjp, param_vjp,
+# output_vjp). On return xbar holds the adjoint of x_i, without x_i's output source, which the
+# sweep adds (output_vjp writes xbar and pbar in one call).
+from libc.string cimport memcpy, memset
+
+from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_VJP,
+                                     SYMDAE_PARAM_VJP)
+from symdae.simulation.core.scheme cimport Scheme, call
+from symdae.simulation.core.sparse cimport SparseLU, apply_t
+
+
+cdef struct AdjointWork:
+    double* mu       # (nm) solve of K^T, then r
+    double* rd_next  # r_d of the step after the current one (n)
+    double* hat      # [qhat_bar, vhat_bar, unused, scratch]: x-shaped (3n + m)
+    double* wv       # weights of the vjp kernels (3n + m)
+
+
+cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
+                            const symdae_args* x0, const Scheme* c, AdjointWork* w,
+                            const SparseLU* lu, const double* LU, const int* piv, double* xb,
+                            double* r) noexcept nogil:
+    """The state part of a backward step: xb, the adjoint of x_{i+1} in (x1), becomes that of
+    x_i (less its output source) (x0); r (n + m) receives the multiplier (r_d, r_c) of step
+    i -> i+1's residual rows. Uses w.hat and w.wv."""
+    cdef int n = km.n, m = km.m, nm = km.n + km.m, k
+    cdef double* qb = xb
+    cdef double* vb = xb + n
+    cdef double* ab = xb + 2 * n
+    cdef double* lb = xb + 3 * n
+    cdef double* qh = w.hat
+    cdef double* vh = w.hat + n
+    for k in range(n):
+        r[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
+    for k in range(m):
+        r[n + k] = lb[k]
+    apply_t(lu, LU, piv, r)
+    for k in range(nm):
+        r[k] = -r[k]
+    # predictor adjoints: role of x_{i+1} as the new state of step i -> i+1
+    memcpy(qh, qb, n * sizeof(double))
+    memcpy(vh, vb, n * sizeof(double))
+    for k in range(n):
+        w.wv[k] = c.cM * r[k]
+        w.wv[n + k] = r[k]
+        w.wv[2 * n + m + k] = 0.0
+    for k in range(m):
+        w.wv[2 * n + k] = r[n + k] / c.s
+    call(km, SYMDAE_STATE_VJP, x1, w.wv, w.hat)
+    # x_i as the old state of step i -> i+1
+    memset(xb, 0, (3 * n + m) * sizeof(double))
+    if c.ap != 0.0:
+        for k in range(n):
+            w.wv[k] = 0.0
+            w.wv[n + k] = -c.ap * r[k]
+            w.wv[2 * n + m + k] = -c.ap * r[k]
+        for k in range(m):
+            w.wv[2 * n + k] = 0.0
+        call(km, SYMDAE_STATE_VJP, x0, w.wv, xb)
+    for k in range(n):
+        qb[k] += qh[k]
+        vb[k] += c.h * qh[k] + vh[k]
+        ab[k] += c.ca * qh[k] + c.cv1 * vh[k]
+
+
+cdef inline void step_weights(const symdae_model* km, const Scheme* c, const double* r,
+                              const double* rd_next, double* w) noexcept nogil:
+    """w[0 : 2n + m] = (cM r_d, r_d - ap rd_next, r_c / s): how step i's multiplier r and
+    step i+1's rd_next weigh (Ma, g, C) at x_{i+1} (x_{i+1} enters step i -> i+1, and step
+    i+1 -> i+2 through g_{i+1}): the weights of param_vjp, and of the design sweep's
+    second-order and input kernels."""
+    cdef int n = km.n, m = km.m, k
+    for k in range(n):
+        w[k] = c.cM * r[k]
+        w[n + k] = r[k] - c.ap * rd_next[k]
+    for k in range(m):
+        w[2 * n + k] = r[n + k] / c.s
+
+
+cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
+                              const symdae_args* x0, const Scheme* c, AdjointWork* w,
+                              const SparseLU* lu, const double* LU, const int* piv, double* xb,
+                              double* gacc) noexcept nogil:
+    """xb: adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the step's
+    parameter adjoint."""
+    state_step(km, x1, x0, c, w, lu, LU, piv, xb, w.mu)       # mu is now r = (r_d, r_c)
+    if km.n_p > 0:
+        step_weights(km, c, w.mu, w.rd_next, w.wv)
+        call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)
+    memcpy(w.rd_next, w.mu, km.n * sizeof(double))
+
+
+cdef inline void initial_g_adjoint(const symdae_model* km, const symdae_args* x0,
+                                   const Scheme* c, AdjointWork* w,
+                                   double* gacc) noexcept nogil:
+    """g_0 enters step 0 -> 1 through -ap g_0: its parameter adjoint (x0 at state 0)."""
+    cdef int n = km.n, k
+    if km.n_p == 0 or c.ap == 0.0:
+        return
+    memset(w.wv, 0, (2 * n + km.m) * sizeof(double))
+    for k in range(n):
+        w.wv[n + k] = -c.ap * w.rd_next[k]
+    call(km, SYMDAE_PARAM_VJP, x0, w.wv, gacc)

@@ -1,0 +1,52 @@
+# Cython view of symdae_kernels.h (the kernel interface); the kernels themselves, their weights
+# and output blocks are defined in symdae/kernels.py. The enum must list them in that order
+# (tests/model/test_kernel_spec.py checks the header, this file and the ABI number against the spec).
+cdef extern from "symdae_kernels.h":
+    enum: SYMDAE_ABI_VERSION
+
+    ctypedef struct symdae_args:
+        double t
+        const double* q
+        const double* v
+        const double* a
+        const double* lam
+        const double* p
+        const double* u
+        const double* tau
+
+    ctypedef void (*symdae_kernel)(const symdae_args* x, const double* w, double* out) noexcept nogil
+
+    enum:   # symdae_kernel_id: plain int constants, so that they index kernel[]
+        SYMDAE_RESIDUAL
+        SYMDAE_NEWTON
+        SYMDAE_OUTPUTS
+        SYMDAE_RESIDUAL_MAGNITUDE
+        SYMDAE_JACOBIANS
+        SYMDAE_PARAM_JACOBIANS
+        SYMDAE_STATE_JVP
+        SYMDAE_PARAM_JVP
+        SYMDAE_OUTPUT_JVP
+        SYMDAE_STATE_VJP
+        SYMDAE_PARAM_VJP
+        SYMDAE_OUTPUT_VJP
+        SYMDAE_INITIAL_STATE
+        SYMDAE_INITIAL_STATE_JACOBIAN
+        SYMDAE_CONSTRAINT_VELOCITY
+        SYMDAE_ACCELERATION_CONSTRAINT
+        SYMDAE_INPUT_VJP
+        SYMDAE_STATE_HVP
+        SYMDAE_MASSLESS_ROWS
+        SYMDAE_TIME_TERMS
+        SYMDAE_TIME_TERMS_SENSITIVITY
+        SYMDAE_N_KERNELS
+
+    ctypedef struct symdae_kernel_entry:
+        symdae_kernel fn
+        int out_size
+        int w_size
+        int accumulate
+
+    ctypedef struct symdae_model:
+        int abi_version
+        int n, m, n_p, n_u, n_s, n_tau
+        symdae_kernel_entry kernel[SYMDAE_N_KERNELS]

@@ -1,0 +1,246 @@
+# One HHT step i -> i+1 of the forward sweep: Newton on y = (a_{i+1}, lam_{i+1}).
+#
+# The iteration matrix is K of eq. (16) evaluated and factorised at the last accepted state
+# (simplified Newton); it is refreshed at the current iterate when the measured contraction rate
+# theta cannot reach the tolerance within three more iterations (norm * theta^3 > 1) or the
+# correction grows. Newton starts from (a, lam) extrapolated linearly from the last two states.
+#
+# A step is accepted at the first iterate y that passes either test:
+#  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
+#      w_k = rtol |y_k| + 10 (f_k + eps max|a|) for accelerations, where f_k is the rounding
+#      of q_k = q_i + h v_i + ca a_i + s a_k divided by s (q cannot resolve a better than that),
+#      and w_k = rtol |y_k| + 10 eps max|lam| for multipliers;
+#  (b) the residual is at its round-off level: |R_r| <= 4 nu_r for every row, where nu_r is the
+#      rounding of row r's own terms (the residual_magnitude kernel: a constraint's constants
+#      count, not only the coordinates; q and v with the rounding of the sums they come from,
+#      see residual_noise), evaluated at the step's first corrected iterate (the extrapolated
+#      start can be far off when a and lam oscillate) and used from there on, and at the
+#      first iterate of the next step;
+#  (c) it stagnates at the round-off level: with a matrix refreshed at the current iterate
+#      the scaled residual max_r |R_r| / nu_r no longer halves, and it is below 64: the
+#      iteration is limited by rounding, not by the matrix.
+# The round-off model scales with each row's own terms, so it holds wherever the coordinates
+# are (a mechanism passing through the origin, or far from it) and for every h.
+from libc.math cimport fabs, isfinite, INFINITY
+from libc.string cimport memcpy, memset
+
+from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
+                                     SYMDAE_RESIDUAL_MAGNITUDE)
+from symdae.simulation.core.dense cimport DBL_EPSILON
+from symdae.simulation.core.scheme cimport Scheme, predictor, call, time_terms
+from symdae.simulation.core.sparse cimport SparseLU, factorize, apply
+
+cdef enum Status:
+    OK = 0
+    NEWTON_FAILED = 1
+    SINGULAR = 2
+    NOT_FINITE = 3
+
+cdef enum:
+    FLOOR_FACTOR = 10    # round-off floor of test (a), in units of the rounding of a
+    NOISE_FACTOR = 4     # test (b): residual within this many times its round-off level
+    STALL_FACTOR = 64    # test (c): stagnation accepted below this many times that level
+
+
+cdef struct NewtonWork:
+    double* res      # [Ma, g, C] at the current iterate (2n + m)
+    double* mag      # the size of their terms (2n + m)
+    double* qsb      # qhat's terms |q_i| + h |v_i| + |ca a_i|, vhat's |v_i| + |cv1 a_i| (n each)
+    double* vsb
+    double* sz       # the (qs, vs) weights of residual_magnitude at the current iterate (2n)
+    double* gprev    # g_i (n)
+    double* qc       # q, v of the current iterate (n each)
+    double* vc
+    double* qh       # predictors qhat, vhat (n each)
+    double* vh
+    double* R        # residual, correction, iterate, round-off levels, scratch (nm each)
+    double* dy
+    double* y
+    double* nu       # round-off level of each residual row
+    double* fq       # rounding of (a, lam) that q's rounding implies
+    double* K        # Newton matrix (nm x nm) at the last accepted state
+    double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
+    int* pr
+    double* tau      # time terms at t_{i+1}
+
+
+cdef struct StepOutcome:
+    int iterations       # residual evaluations
+    int refreshes        # Jacobian refreshes (each a factorisation)
+    int pivot            # vanished pivot of a refreshed matrix, or -1
+    double first_norm    # residual max-norm at the first iterate
+    double last_norm     # ... at the last
+    double noise_ratio   # max_r |R_r| / nu_r at the last iterate
+
+
+cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
+                            const SparseLU* a, double* K, double* LU, int* piv) noexcept nogil:
+    """Evaluate the Newton matrix at x into K and factorise it into (LU, piv) (sparse.pxd).
+    K's structural zeros stay zero: the kernel never writes them."""
+    call(km, SYMDAE_NEWTON, x, kw, K)
+    return factorize(a, K, LU, piv)
+
+
+cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
+                                const SparseLU* lu, NewtonWork* w) noexcept nogil:
+    """nu_r <- round-off level of residual row r at the iterate x of a step.
+
+    Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
+    where q and v count with the size of the terms they are summed from:
+    q_{i+1} = qhat + s a with qhat = q_i + h v_i + ca a_i carries the rounding of
+    |q_i| + h |v_i| + |ca a_i| + s |a|, not of q (which may cross zero); v_{i+1} likewise.
+    fq: what that rounding of q means for a (divided by s), the floor of test (a).
+    A constraint row sees a only through q, so it fixes a coordinate's acceleration only to
+    fq; every Newton update then moves a by up to that much along the constrained
+    coordinates, which the dynamic rows see through K: their floor gains |K_rk| fq_k for each
+    coordinate k a constraint involves (K: the iteration matrix, w.K; those structural
+    nonzeros only, lu.nidx).
+    """
+    cdef int k, e, idx, n = km.n, m = km.m, nm = km.n + km.m
+    cdef double eps = DBL_EPSILON
+    for k in range(n):
+        w.sz[k] = w.qsb[k] + c.s * fabs(x.a[k])
+        w.sz[n + k] = w.vsb[k] + c.gh * fabs(x.a[k])
+    memset(w.mag, 0, (2 * n + m) * sizeof(double))
+    call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
+    for k in range(n):
+        w.nu[k] = eps * (c.cM * w.mag[k] + (1.0 + fabs(c.ap)) * w.mag[n + k])
+        w.fq[k] = w.sz[k] * eps / c.s
+    for k in range(m):
+        w.nu[n + k] = eps * w.mag[2 * n + k] / c.s
+        w.fq[n + k] = fabs(x.lam[k]) * eps
+    for e in range(lu.nn):
+        idx = lu.nidx[e]
+        w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
+
+
+cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* a,
+                            NewtonWork* w, int n) noexcept nogil:
+    """The sizes of the terms of qhat and vhat from state i (see residual_noise)."""
+    cdef int k
+    for k in range(n):
+        w.qsb[k] = fabs(q[k]) + c.h * fabs(v[k]) + fabs(c.ca * a[k])
+        w.vsb[k] = fabs(v[k]) + fabs(c.cv1 * a[k])
+
+
+cdef inline double extrapolate(int order, double y0, double y1, double y2) noexcept nogil:
+    """The value at i+1 of the polynomial of the given order through y at i, i-1, i-2."""
+    if order >= 2:
+        return 3.0 * y0 - 3.0 * y1 + y2
+    if order == 1:
+        return 2.0 * y0 - y1
+    return y0
+
+
+cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double rtol, int n,
+                                   int nm) noexcept nogil:
+    """max_k |dy_k| / w_k, the weights of test (a)."""
+    cdef int k
+    cdef double amax = 0.0, lmax = 0.0, wk, norm = 0.0, eps = DBL_EPSILON
+    for k in range(n):
+        amax = max(amax, fabs(w.y[k]))
+    for k in range(n, nm):
+        lmax = max(lmax, fabs(w.y[k]))
+    amax *= FLOOR_FACTOR * eps
+    lmax *= FLOOR_FACTOR * eps
+    for k in range(nm):
+        if k < n:
+            wk = rtol * fabs(w.y[k]) + FLOOR_FACTOR * w.fq[k] + amax
+        else:
+            wk = rtol * fabs(w.y[k]) + lmax
+        wk = fabs(w.dy[k]) / wk if wk > 0.0 else (0.0 if w.dy[k] == 0.0 else INFINITY)
+        if not (wk <= norm):
+            norm = wk
+    return norm
+
+
+cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
+                            NewtonWork* w, const SparseLU* lu, const double* LU, const int* piv,
+                            const double* qi, const double* vi, const double* ai,
+                            const double* li, const double* a1, const double* l1,
+                            const double* a2, const double* l2, int order,
+                            double t1, const double* u1, double rtol, int max_iter,
+                            bint have_noise, StepOutcome* out) noexcept nogil:
+    """Solve step i -> i+1 from state i; (a1, l1), (a2, l2): a and lam at i-1 and i-2 for the
+    start value, extrapolated with polynomial ``order`` 0, 1 or 2. On OK, w.qc, w.vc, w.y hold
+    (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
+    w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
+    cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
+    cdef double norm, norm_prev = INFINITY, rnorm, wk, ratio, ratio_prev = INFINITY
+    cdef bint refreshed = False
+    cdef int status = NEWTON_FAILED
+    out.iterations = 0
+    out.refreshes = 0
+    out.pivot = -1
+    out.first_norm = -1.0
+    predictor(c, qi, vi, ai, w.qh, w.vh, n)
+    term_sizes(c, qi, vi, ai, w, n)
+    for k in range(n):
+        w.y[k] = extrapolate(order, ai[k], a1[k], a2[k])
+    for k in range(m):
+        w.y[n + k] = extrapolate(order, li[k], l1[k], l2[k])
+    x.t = t1
+    x.q = w.qc
+    x.v = w.vc
+    x.a = w.y
+    x.lam = w.y + n
+    x.u = u1
+    time_terms(km, x, w.tau, False)      # once per step: the Newton iterations share it
+    for j in range(max_iter):
+        for k in range(n):
+            w.qc[k] = w.qh[k] + c.s * w.y[k]
+            w.vc[k] = w.vh[k] + c.gh * w.y[k]
+        call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
+        out.iterations += 1
+        for k in range(n):
+            w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
+        for k in range(m):
+            w.R[n + k] = w.res[2 * n + k] / c.s
+        if j == 1 or not have_noise:
+            residual_noise(km, x, c, lu, w)
+            have_noise = True
+        rnorm = 0.0
+        ratio = 0.0
+        for k in range(nm):
+            w.dy[k] = -w.R[k]
+            wk = fabs(w.R[k])
+            if not (wk <= rnorm):
+                rnorm = wk            # also catches NaN
+            wk = wk / w.nu[k] if w.nu[k] > 0.0 else (0.0 if wk == 0.0 else INFINITY)
+            if not (wk <= ratio):
+                ratio = wk
+        if out.first_norm < 0.0:
+            out.first_norm = rnorm
+        out.last_norm = rnorm
+        out.noise_ratio = ratio
+        if not isfinite(rnorm):
+            return NOT_FINITE
+        if ratio <= NOISE_FACTOR:                                          # test (b)
+            return OK
+        if refreshed and ratio > 0.5 * ratio_prev and ratio <= STALL_FACTOR:  # test (c)
+            return OK
+        ratio_prev = ratio
+        apply(lu, LU, piv, w.dy)
+        norm = correction_norm(w, c, rtol, n, nm)
+        if norm <= 1.0:
+            return OK
+        if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
+            # simplified Newton cannot reach the tolerance soon: full Newton from here on
+            out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)
+            out.refreshes += 1
+            if out.pivot != 0:
+                # a singular or non-finite K at an iterate, not at an accepted state, means
+                # Newton has left the solution's neighbourhood: report divergence
+                out.pivot -= 1
+                return NEWTON_FAILED
+            out.pivot = -1
+            refreshed = True
+            LU = w.LUr
+            piv = w.pr
+            for k in range(nm):
+                w.dy[k] = -w.R[k]
+            apply(lu, LU, piv, w.dy)
+        for k in range(nm):
+            w.y[k] += w.dy[k]
+        norm_prev = norm
+    return status

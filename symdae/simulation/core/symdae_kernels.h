@@ -1,0 +1,65 @@
+/* The one interface between the compiled HHT core and a model's generated kernels.
+ *
+ * Every generated module exports a PyCapsule named "symdae.model" holding a pointer to a
+ * static symdae_model: the model's sizes and one entry per kernel (function, output and weight
+ * sizes). Every kernel has the same signature: it reads the state in `x` and optional
+ * run-time weights `w`, and writes (or adds to) its entries of `out`. Which kernels there are,
+ * their weights and their output blocks are defined in ONE place, symdae/kernels.py (the
+ * kernel spec); this enum lists them in the spec's order (tests/model/test_kernel_spec.py checks it).
+ * Kernels never write structural zeros: the caller zeroes each output buffer once.
+ *
+ * Every kernel reads x->tau, the hoisted (t, p, u)-only terms: before calling kernels at a new
+ * (t, u) the caller runs SYMDAE_TIME_TERMS (and, for derivative kernels,
+ * SYMDAE_TIME_TERMS_SENSITIVITY) into the tau buffer of length n_tau.
+ */
+#ifndef SYMDAE_KERNELS_H
+#define SYMDAE_KERNELS_H
+
+#define SYMDAE_ABI_VERSION 7
+
+typedef struct {
+    double t;
+    const double *q, *v, *a, *lam, *p, *u, *tau;
+} symdae_args;
+
+typedef void (*symdae_kernel)(const symdae_args *x, const double *w, double *out);
+
+typedef enum {
+    SYMDAE_RESIDUAL,
+    SYMDAE_NEWTON,
+    SYMDAE_OUTPUTS,
+    SYMDAE_RESIDUAL_MAGNITUDE,
+    SYMDAE_JACOBIANS,
+    SYMDAE_PARAM_JACOBIANS,
+    SYMDAE_STATE_JVP,
+    SYMDAE_PARAM_JVP,
+    SYMDAE_OUTPUT_JVP,
+    SYMDAE_STATE_VJP,
+    SYMDAE_PARAM_VJP,
+    SYMDAE_OUTPUT_VJP,
+    SYMDAE_INITIAL_STATE,
+    SYMDAE_INITIAL_STATE_JACOBIAN,
+    SYMDAE_CONSTRAINT_VELOCITY,
+    SYMDAE_ACCELERATION_CONSTRAINT,
+    SYMDAE_INPUT_VJP,
+    SYMDAE_STATE_HVP,
+    SYMDAE_MASSLESS_ROWS,
+    SYMDAE_TIME_TERMS,
+    SYMDAE_TIME_TERMS_SENSITIVITY,
+    SYMDAE_N_KERNELS
+} symdae_kernel_id;
+
+typedef struct {
+    symdae_kernel fn;
+    int out_size;     /* entries of out it writes (its blocks, see the kernel spec) */
+    int w_size;       /* entries of w it reads */
+    int accumulate;   /* 1: adds to out, 0: assigns */
+} symdae_kernel_entry;
+
+typedef struct {
+    int abi_version;
+    int n, m, n_p, n_u, n_s, n_tau;
+    symdae_kernel_entry kernel[SYMDAE_N_KERNELS];
+} symdae_model;
+
+#endif

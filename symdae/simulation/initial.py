@@ -1,0 +1,284 @@
+"""Consistent initial state (q0, v0, a0, lam0) and its derivatives with respect to p.
+
+The initial accelerations and multipliers solve
+
+    [[M, C_q^T], [C_q, 0]] [a0; lam0] = [Q; -gamma],   gamma = d(C_q v + C_t)/dq v + d(.)/dt
+
+at (t0, q0, v0); all of them depend on the parameters (and q0, v0 may too, through the model's
+``initial_state`` expressions), which the tangent and adjoint sweeps carry exactly.
+
+Massless nodes. A row r whose mass-matrix row vanishes and that no constraint reaches (the node
+between the spring and the dashpot of a Maxwell element) makes that matrix singular: its
+equation g_r(q, v, t, p) = 0 holds at velocity level and says nothing about a. Such rows (found
+at (t0, q0): their row of [M, C_q^T] is exactly zero) are replaced by their time derivative
+
+    gdot_r = J_G[r] v + G_V[r] a + dg_r/dt = 0,
+
+which fixes the node's acceleration (G_V[r] is the damper's row). Their derivatives with respect
+to (q, v, p) at (q0, v0, a0) make the sensitivities of a0 exact as before. The node's velocity is
+not free either: g_r(q0, v0, t0, p) = 0 must hold (else the HHT step, which enforces
+(1 + alpha) g_r(x_1) = alpha g_r(x_0), starts a parasitic sign-alternating decay), so it is
+checked like a constraint, relative to the size of the row's terms; ``project=True`` solves it
+for the massless coordinates' own velocities (a node has no inertia, its velocity follows the
+state). A row whose input derivative would be needed (g_r depends on an input u) is refused:
+du/dt is not known at t0. A massless row without a damper (G_V[r] = 0) stays singular.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from ..errors import InconsistentInitialStateError, ModelError, SingularMatrixError
+from ..model.kernels import pack_weights, split
+
+__all__ = ["InitialState", "initial_state", "init_tangent", "init_adjoint"]
+
+
+@dataclass
+class InitialState:
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+    q_from_model: bool    # q0 came from the model's expressions in p (so depends on p)
+    v_from_model: bool    # v0 likewise
+    projected: bool       # q0, v0 were projected onto the constraints
+    massless: tuple = ()  # rows initialised by their time derivative (massless nodes)
+
+
+class _At:
+    """Kernel evaluation at one fixed point (t, q, v, a, lam, p, u), outputs split by block."""
+
+    def __init__(self, backend, t, q, v, a, lam, p, u):
+        self.backend = backend
+        self.args = (t, q, v, a, lam, p, u)
+
+    def __call__(self, name, **weights) -> dict:
+        w = pack_weights(name, self.backend.sizes, **weights) if weights else None
+        return split(name, self.backend.evaluate(name, *self.args, w=w), self.backend.sizes)
+
+
+def _check_matrix(K0, model, t0, massless=()):
+    nm = K0.shape[0]
+    if nm == 0:
+        return
+    if not np.all(np.isfinite(K0)):
+        raise SingularMatrixError(f"the initialisation matrix [[M, C_q^T], [C_q, 0]] has "
+                                  f"non-finite entries at t = {t0}")
+    # LU pivots flag a singular matrix cheaply; the SVD (for the message) only then
+    with warnings.catch_warnings():       # an exactly zero pivot is what is looked for
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        piv = np.abs(np.diag(scipy.linalg.lu_factor(K0, check_finite=False)[0]))
+    if piv.min() > nm * np.finfo(float).eps * np.abs(K0).max():
+        return
+    sv = np.linalg.svd(K0, compute_uv=False)
+    if sv[-1] <= nm * np.finfo(float).eps * sv[0]:
+        null = np.abs(np.linalg.svd(K0)[2][-1])     # the vectors only for the message
+        names = model.coordinate_names + [f"multiplier of constraint {k}"
+                                          for k in range(model.m)]
+        involved = [names[i] for i in np.argsort(-null) if null[i] > 0.1 * null.max()]
+        raise SingularMatrixError(
+            f"the augmented matrix [[M, C_q^T], [C_q, 0]] is singular at t = {t0} "
+            f"(condition number {sv[0] / max(sv[-1], 1e-300):.2e}); its null space involves "
+            f"{', '.join(involved)}: a zero mass needs a constraint or a damper (a velocity-"
+            "dependent force) that fixes it, and the constraints must be independent"
+            + (f" (rows of massless coordinates {[model.coordinate_names[r] for r in massless]} "
+               "are initialised by the time derivative of their equation)" if len(massless)
+               else ""))
+
+
+def _massless_rows(K0: np.ndarray, n: int) -> np.ndarray:
+    """Rows r < n of [[M, C_q^T], ...] that are exactly zero: no mass, no constraint."""
+    return np.flatnonzero(~np.any(K0[:n] != 0.0, axis=1))
+
+
+def _replace_massless(K0, massless, GV, n):
+    """K0 with each massless row replaced by d(gdot_r)/d(a, lam) = [G_V[r], 0]."""
+    K = K0.copy()
+    K[massless] = 0.0
+    K[np.ix_(massless, np.arange(n))] = GV[massless]
+    return K
+
+
+def _check_inputs(at, massless, model):
+    """Refuse a massless row that depends on an input (row r of U_G = dg/du, from the input
+    adjoint kernel with wG = e_r)."""
+    if not model.input_names:
+        return
+    for r in massless:
+        e = np.zeros(model.n)
+        e[r] = 1.0
+        k = np.flatnonzero(at("input_vjp", wG=e)["ubar"] != 0)
+        if k.size:
+            raise ModelError(
+                f"the equation of the massless coordinate {model.coordinate_names[r]} depends "
+                f"on the input {model.input_names[k[0]]!r}; its time derivative, which fixes the "
+                "initial acceleration, would need du/dt at t0: give the node a mass, or move "
+                "the input to a coordinate with mass")
+
+
+def _project_q(backend, model, t0, q, v, p, u0, tol, max_iter=50):
+    """Minimum-norm projection of q onto C(q, t0) = 0."""
+    n, m = model.n, model.m
+    zero_n, zero_m = np.zeros(n), np.zeros(m)
+    q = q.copy()
+    for _ in range(max_iter):
+        at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
+        C = at("residual")["C"]
+        if np.max(np.abs(C), initial=0.0) <= tol * 1e-3:
+            break
+        Cq = at("jacobians")["Cq"]
+        q -= Cq.T @ np.linalg.lstsq(Cq @ Cq.T, C, rcond=None)[0]
+    else:
+        raise InconsistentInitialStateError(
+            f"projecting q0 onto the constraints did not converge in {max_iter} iterations "
+            f"(|C| = {np.max(np.abs(C)):.3e})")
+    return q
+
+
+def _project_v(backend, model, t0, q, v, p, u0, massless, tol, max_iter=50):
+    """Minimum-norm projection of v onto C_q v + C_t = 0; then the massless coordinates' own
+    velocities solved from g_r(q, v, t0) = 0 (Newton; those rows no constraint reaches)."""
+    n, m = model.n, model.m
+    zero_n, zero_m = np.zeros(n), np.zeros(m)
+    if m:
+        at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
+        Cq = at("jacobians")["Cq"]
+        v = v - Cq.T @ np.linalg.lstsq(Cq @ Cq.T, at("constraint_velocity")["cdot"],
+                                       rcond=None)[0]
+    if not len(massless):
+        return v
+    v = v.copy()
+    for _ in range(max_iter):
+        at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
+        g = at("residual")["g"][massless]
+        mag = at("residual_magnitude", qs=np.abs(q), vs=np.abs(v))["g"][massless]
+        if np.all(np.abs(g) <= tol * 1e-3 * mag):
+            break
+        GV = at("jacobians")["GV"][np.ix_(massless, massless)]
+        v[massless] -= np.linalg.lstsq(GV, g, rcond=None)[0]
+    else:
+        raise InconsistentInitialStateError(
+            f"solving the equations of the massless coordinates "
+            f"{[model.coordinate_names[r] for r in massless]} for their velocities did not "
+            f"converge in {max_iter} iterations (|g| = {np.max(np.abs(g)):.3e})")
+    return v
+
+
+def _check_massless_velocities(at, model, q, v, massless, tol):
+    """g_r(q0, v0, t0) = 0 on the massless rows, relative to the size of the row's terms."""
+    g = at("residual")["g"]
+    mag = at("residual_magnitude", qs=np.abs(q), vs=np.abs(v))["g"]
+    for r in massless:
+        if not abs(g[r]) <= tol * mag[r]:
+            raise InconsistentInitialStateError(
+                f"v0 violates the equation of the massless coordinate "
+                f"{model.coordinate_names[r]} (row {r}): with no mass and no constraint it holds "
+                f"at velocity level, g_{r}(q0, v0, t0) = 0, but it is {g[r]:.3e} (its terms are "
+                f"of size {mag[r]:.3e}, relative tolerance {tol:g}); give v0 that satisfies it, "
+                "initial_state expressions that do, or project=True")
+
+
+def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
+                  project=False) -> InitialState:
+    """Initial state: q0, v0 from the arguments or the model's expressions; a0, lam0 consistent.
+
+    Raises InconsistentInitialStateError if |C(q0)| or |C_q v0 + C_t| exceeds ``tol``, or the
+    equation g_r of a massless row exceeds ``tol`` times the size of its terms (unless
+    ``project``), ModelError if a massless row depends on an input, and SingularMatrixError if
+    the initialisation matrix is singular (with massless rows replaced by their derivative).
+    """
+    n, m = model.n, model.m
+    zero_n, zero_m = np.zeros(n), np.zeros(m)
+    if q0 is None or v0 is None:
+        qv = _At(backend, t0, zero_n, zero_n, zero_n, zero_m, p, u0)("initial_state")
+    q = qv["q0"].copy() if q0 is None else np.asarray(q0, dtype=float).copy()
+    v = qv["v0"].copy() if v0 is None else np.asarray(v0, dtype=float).copy()
+    for name, x in (("q0", q), ("v0", v)):
+        if x.shape != (n,):
+            raise ModelError(f"{name} has shape {x.shape}, expected ({n},) for coordinates "
+                             f"{model.coordinate_names}")
+        if not np.all(np.isfinite(x)):
+            raise ModelError(f"{name} contains NaN or infinity: {x}")
+    if m and project:
+        q = _project_q(backend, model, t0, q, v, p, u0, tol)
+    at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
+    K0 = at("newton", c_m=1.0)["K"]
+    massless = _massless_rows(K0, n)
+    if massless.size:
+        _check_inputs(at, massless, model)
+    if project and (m or massless.size):
+        v = _project_v(backend, model, t0, q, v, p, u0, massless, tol)
+        at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
+    res0 = at("residual")            # at a = 0, lam = 0: Ma = 0, g = -Q
+    if m:
+        C = res0["C"]
+        k = int(np.argmax(np.abs(C)))
+        if not abs(C[k]) <= tol:
+            raise InconsistentInitialStateError(
+                f"q0 violates constraint {k}: C_{k}(q0, t0) = {C[k]:.3e} (tolerance {tol:g}); "
+                "give a consistent q0, initial_state expressions in the parameters, or "
+                "project=True")
+        cdot = at("constraint_velocity")["cdot"]
+        k = int(np.argmax(np.abs(cdot)))
+        if not abs(cdot[k]) <= tol:
+            raise InconsistentInitialStateError(
+                f"v0 violates the velocity form of constraint {k}: C_q v0 + C_t = "
+                f"{cdot[k]:.3e} (tolerance {tol:g}); give a consistent v0 or project=True")
+    rhs = np.concatenate([-res0["g"], -at("acceleration_constraint")["gamma"]])
+    if massless.size:
+        K0 = _replace_massless(K0, massless, at("jacobians")["GV"], n)
+        rhs[massless] = -at("massless_rows")["gdot"][massless]     # a = 0: J_G v + dg/dt
+    _check_matrix(K0, model, t0, massless)     # first: a node without a damper is singular
+    if massless.size:
+        _check_massless_velocities(at, model, q, v, massless, tol)
+    y = np.linalg.solve(K0, rhs)
+    return InitialState(q, v, y[:n], y[n:], q_from_model=q0 is None, v_from_model=v0 is None,
+                        projected=bool(project and (m or massless.size)),
+                        massless=tuple(int(r) for r in massless))
+
+
+def _linearisation(backend, x0: InitialState, p, t0, u0):
+    """K0 and the derivatives of the initialisation system at x0 (massless rows: those of
+    gdot_r = 0)."""
+    n, n_p = backend.sizes.n, backend.sizes.n_p
+    at = _At(backend, t0, x0.q, x0.v, x0.a, x0.lam, p, u0)
+    K0 = at("newton", c_m=1.0)["K"]
+    J, P = at("jacobians"), at("param_jacobians")
+    acc, QV = at("acceleration_constraint"), at("initial_state_jacobian")
+    Q0p = QV["q0_p"] if x0.q_from_model else np.zeros((n, n_p))
+    V0p = QV["v0_p"] if x0.v_from_model else np.zeros((n, n_p))
+    Jq, GV, Pd = J["JM"] + J["JG"], J["GV"].copy(), P["PM"] + P["PG"]
+    rows = np.asarray(x0.massless, dtype=np.int64)
+    if rows.size:
+        ml = at("massless_rows")
+        K0 = _replace_massless(K0, rows, J["GV"], n)
+        Jq[rows], GV[rows], Pd[rows] = ml["gdot_q"][rows], ml["gdot_v"][rows], ml["gdot_p"][rows]
+    return K0, Jq, GV, Pd, acc["Rc_q"], acc["gamma_v"], acc["Rc_p"], Q0p, V0p
+
+
+def init_tangent(backend, x0: InitialState, p, t0, u0, D):
+    """Sensitivities of (q0, v0, a0, lam0) along parameter directions D (n_p x nd)."""
+    n = backend.sizes.n
+    K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
+    dq, dv = Q0p @ D, V0p @ D
+    rhs = np.vstack([Jq @ dq + GV @ dv + P @ D, Rc_q @ dq + gamma_v @ dv + Rc_p @ D])
+    dy = -np.linalg.solve(K0, rhs) if rhs.size else rhs
+    return dq, dv, dy[:n], dy[n:]
+
+
+def init_adjoint(backend, x0: InitialState, p, t0, u0, xbar0):
+    """dJ/dp contributed through x0, given the adjoint xbar0 = (qb, vb, ab, lb) of x0."""
+    n, m = backend.sizes.n, backend.sizes.m
+    K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
+    qb, vb = xbar0[:n].copy(), xbar0[n:2 * n].copy()
+    yb = xbar0[2 * n:3 * n + m]
+    rb = -np.linalg.solve(K0.T, yb)
+    rd, rc = rb[:n], rb[n:]
+    grad = P.T @ rd + Rc_p.T @ rc
+    qb += Jq.T @ rd + Rc_q.T @ rc
+    vb += GV.T @ rd + gamma_v.T @ rc
+    return grad + Q0p.T @ qb + V0p.T @ vb

@@ -1,0 +1,239 @@
+"""A compiled model: its backend (kernels and sweeps) plus validated entry points."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..errors import (
+    InputError,
+    ModelError,
+    NewtonError,
+    SimulationError,
+    SingularMatrixError,
+    UnknownNameError,
+)
+from ..model.kernels import Sizes
+from ..threads import one_blas_thread
+from .backends.base import ForwardResult, Grid, SweepReport
+from .initial import InitialState, initial_state
+from .scenario import Scenario
+from .trajectory import Trajectory
+
+__all__ = ["System", "SweepData"]
+
+
+@dataclass
+class SweepData:
+    """What a forward sweep leaves for the tangent and adjoint sweeps."""
+
+    forward: ForwardResult
+    x0: InitialState
+
+
+def _call_on_grid(f, t: np.ndarray, name: str) -> np.ndarray:
+    """f on the whole grid; a scalar function (math.sin) is called sample by sample."""
+    try:
+        x = np.asarray(f(t), dtype=float)
+    except TypeError:
+        x = None
+    if x is None or x.shape != t.shape:
+        try:
+            x = np.array([float(f(float(ti))) for ti in t])
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"input {name!r}: the callable accepts neither the time grid "
+                             f"(an array) nor a single time: {exc}") from None
+    return x
+
+
+class System:
+    """A model with its kernels compiled (or lambdified) and loaded. Made by
+    :func:`symdae.compile_model`.
+
+    Attributes: ``model``, ``backend`` (the kernels and sweeps, see
+    :mod:`symdae.simulation.backends.base`), ``sizes``, ``build_info`` (cache key, folder,
+    whether the cache was hit, timings of a cold build). ``restore(model, backend name,
+    folder)`` remakes the System where it is unpickled; the maker passes it, so that this
+    module need not import the stage that makes it.
+    """
+
+    def __init__(self, model, backend, build_info: dict | None = None, *,
+                 restore: Callable | None = None):
+        self.model = model
+        self.backend = backend
+        self.build_info = dict(build_info or {})
+        self.restore = restore
+        self.sizes: Sizes = backend.sizes
+        k = self.sizes
+        expected = (model.n, model.m, len(model.parameters), len(model.inputs),
+                    len(model.outputs))
+        if (k.n, k.m, k.n_p, k.n_u, k.n_s) != expected:
+            raise ModelError(f"the kernels of {model.name!r} have sizes "
+                             f"{(k.n, k.m, k.n_p, k.n_u, k.n_s)}, the model {expected}")
+
+    # ------------------------------------------------------------------ run-time data
+    def parameter_vector(self, params: Mapping | None = None) -> np.ndarray:
+        """Nominal values overridden by ``params`` ({name: value}), in model order."""
+        names = self.model.parameter_names
+        p = np.array(self.model.nominal_values, dtype=float)
+        for key, val in (params or {}).items():
+            name = key if isinstance(key, str) else getattr(key, "name", str(key))
+            if name not in names:
+                raise UnknownNameError(f"unknown parameter {name!r}; the model's parameters "
+                                       f"are {names}")
+            try:
+                x = float(val)
+            except (TypeError, ValueError):
+                raise InputError(f"value of parameter {name!r} is not a number: {val!r}") \
+                    from None
+            if not math.isfinite(x):
+                raise InputError(f"value of parameter {name!r} is not finite: {val!r}")
+            p[names.index(name)] = x
+        return p
+
+    def input_array(self, inputs: Mapping | None, t: np.ndarray) -> np.ndarray:
+        """(N+1, n_u) input values on the grid from {name: array | callable | number}."""
+        names = self.model.input_names
+        U = np.zeros((len(t), len(names)))
+        given = dict(inputs or {})
+        for key in given:
+            if key not in names:
+                raise UnknownNameError(f"unknown input {key!r}; the model's inputs are {names}")
+        for k, name in enumerate(names):
+            if name not in given:
+                raise InputError(f"no values for input {name!r}: pass inputs={{{name!r}: "
+                                 "array on the time grid, callable f(t) or constant}")
+            val = given[name]
+            x = np.asarray(_call_on_grid(val, t, name) if callable(val) else val, dtype=float)
+            x = np.broadcast_to(x, t.shape) if x.ndim == 0 else x
+            if x.shape != t.shape:
+                raise InputError(f"input {name!r} has shape {x.shape}, expected {t.shape} "
+                                 "(one value per time step, t0..t_end)")
+            bad = np.flatnonzero(~np.isfinite(x))
+            if bad.size:
+                raise InputError(f"input {name!r} is NaN or infinite at t = {t[bad[0]]:g} "
+                                 f"(step {bad[0]})")
+            U[:, k] = x
+        return U
+
+    # ------------------------------------------------------------------ forward
+    def simulate(self, scenario: Scenario | Mapping | None = None, *,
+                 params: Mapping | None = None, store_factorizations: bool = False,
+                 **fields) -> Trajectory:
+        """Integrate with the HHT scheme of the discrete-adjoint paper, eq. (15).
+
+        Parameters
+        ----------
+        scenario:
+            A :class:`Scenario` (time grid, alpha, inputs, initial state, Newton options);
+            its fields may also be given, or overridden, as keywords:
+            ``simulate(t_end=1.0, h=1e-4, alpha=-0.1)``.
+        params:
+            {name: value} overriding the nominal values. Never triggers a recompile.
+        store_factorizations:
+            Keep the factorised Newton matrix of every step for tangent/adjoint sweeps.
+
+        Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,
+        NewtonError or SimulationError with the time step and residual.
+        """
+        with one_blas_thread():
+            return self._simulate(Scenario.make(scenario, **fields), params,
+                                  store_factorizations)
+
+    def _simulate(self, sc: Scenario, params, store_factorizations: bool) -> Trajectory:
+        t_start = time.perf_counter()
+        model, sz = self.model, self.sizes
+        sc.check_memory(sz.row_bytes)
+        if store_factorizations:
+            sc.check_memory(sz.row_bytes + sz.factor_bytes,
+                            "the trajectory and the stored factorisations")
+        t = sc.times
+        p = self.parameter_vector(params)
+        U = self.input_array(sc.inputs, t)
+        x0 = initial_state(self.backend, model, p, sc.t0, U[0], sc.q0, sc.v0,
+                           tol=sc.init_tol, project=sc.project)
+        grid = Grid(sc.t0, sc.h, sc.n_steps, sc.alpha)
+        fwd = self.backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol,
+                                   sc.max_iter, store_factorizations)
+        if not fwd.report.ok:
+            self._raise(fwd.report, grid)
+        self._check_outputs(fwd.S, t)
+        return Trajectory(
+            t=t, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
+            outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},
+            counters=fwd.report.counters.as_dict(),
+            params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
+            coordinate_names=model.coordinate_names,
+            wall_time=time.perf_counter() - t_start, _sweep=SweepData(fwd, x0),
+        )
+
+    def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
+        """The states are finite (the sweep checks them); an output expression may not be."""
+        if S.size and not np.all(np.isfinite(S)):
+            i, j = np.argwhere(~np.isfinite(S))[0]
+            raise SimulationError(
+                f"output {self.model.output_names[j]!r} is {S[i, j]} at t = {t[i]:.9g} (step "
+                f"{i}), its first non-finite sample: check its expression (a square root or "
+                "logarithm of a negative value, a division by zero)")
+
+    def _raise(self, rep: SweepReport, grid: Grid):
+        where = f"t = {rep.time:.9g} (step {rep.step} of {grid.N}, h = {grid.h:g})"
+        if rep.status == "newton_failed":
+            norms = (f"residual max-norm {rep.first_residual_norm:.3e} at the first iterate, "
+                     f"{rep.residual_norm:.3e} at the last ({rep.noise_ratio:.3g} times its "
+                     "round-off level)")
+            if rep.pivot >= 0 or rep.residual_norm > 1e3 * rep.first_residual_norm:
+                how = "diverged" + (" (the Newton matrix became singular at an iterate far "
+                                    "from the solution)" if rep.pivot >= 0 else "")
+                advice = ("The step starts too far from its solution: reduce h, or check the "
+                          "parameter values and the initial state.")
+            elif rep.residual_norm < 1e-3 * rep.first_residual_norm:
+                how = "was still converging"
+                advice = (f"It ran out of iterations: raise max_iter (now {rep.iterations}), or "
+                          "reduce h so that each step starts closer to its solution.")
+            else:
+                how = "stalled"
+                advice = ("The Newton matrix does not match the residual (a force that is not "
+                          "smooth, or one whose derivative is wrong?), or the step is too large "
+                          "for the nonlinearity: reduce h or smooth the model.")
+            raise NewtonError(
+                f"Newton's method {how} at {where} after {rep.iterations} iterations; {norms}. "
+                f"{advice}", time=rep.time, step=rep.step, iterations=rep.iterations,
+                residual_norm=rep.residual_norm, noise_ratio=rep.noise_ratio)
+        if rep.status == "singular":
+            names = self.model.coordinate_names + [f"constraint {j}" for j in range(self.model.m)]
+            j = rep.pivot
+            what = names[j] if 0 <= j < len(names) else f"row {j}"
+            raise SingularMatrixError(
+                f"the Newton matrix of eq. (16) is singular at {where}: pivot {j} (about "
+                f"{what}) vanished; a zero mass or redundant constraints make the augmented "
+                "matrix singular")
+        raise SimulationError(f"NaN or infinity in the residual or Newton matrix at {where} "
+                              f"(residual max-norm {rep.residual_norm:.3e}); check the model's "
+                              "expressions (division by zero, overflow) and the step h")
+
+    # ------------------------------------------------------------------ kernels
+    def evaluate(self, kernel: str, t: float, q, v, a, lam, params: Mapping | None = None,
+                 u=None, w=None) -> np.ndarray:
+        """Evaluate one kernel at one state (flat output; ``symdae.model.kernels.split`` names its
+        blocks, ``symdae.model.kernels.pack_weights`` builds ``w``)."""
+        p = self.parameter_vector(params)
+        u = np.zeros(self.sizes.n_u) if u is None else u
+        return self.backend.evaluate(kernel, float(t), q, v, a, lam, p, u, w=w)
+
+    def __reduce__(self):
+        """A System pickles as its model and the cache folder of its kernels: unpickling (in a
+        process pool, on a Dask worker) loads the extension from that cache by key and
+        compiles nothing when it is there."""
+        if self.restore is None:
+            raise TypeError("this System was made without a restore function (use "
+                            "symdae.compile_model), so it cannot be pickled")
+        return (self.restore, (self.model, self.backend.name, self.build_info.get("folder")))
+
+    def __repr__(self) -> str:
+        return (f"System({self.model!r}, backend={self.backend.name!r}, "
+                f"folder={self.build_info.get('folder')!r})")
+

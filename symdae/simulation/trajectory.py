@@ -1,0 +1,110 @@
+"""The result of a simulation: NumPy arrays with time on axis 0, plus counters."""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, UnknownNameError
+
+__all__ = ["Trajectory"]
+
+
+@dataclass
+class Trajectory:
+    """x_i = (q_i, v_i, a_i, lam_i) at t_i = t0 + i h, i = 0..N, and the outputs.
+
+    Attributes
+    ----------
+    t : (N+1,)            q, v, a : (N+1, n)         lam : (N+1, m)
+    (q, v, a, lam are None for a run whose states were not kept: a checkpointed gradient)
+    outputs : {name: (N+1,)}
+    counters : steps, newton_iterations, factorizations, jacobian_refreshes
+    params : {name: value} used for this run
+    scenario : the :class:`~symdae.simulation.scenario.Scenario` it ran (h, alpha, t0, ...)
+    """
+
+    t: np.ndarray
+    q: np.ndarray | None
+    v: np.ndarray | None
+    a: np.ndarray | None
+    lam: np.ndarray | None
+    outputs: dict
+    counters: dict
+    params: dict
+    scenario: object
+    coordinate_names: list
+    wall_time: float = 0.0
+    _sweep: object = field(default=None, repr=False)  # data the sensitivity sweeps reuse
+
+    @property
+    def h(self) -> float:
+        return self.scenario.h
+
+    @property
+    def alpha(self) -> float:
+        return self.scenario.alpha
+
+    @property
+    def S(self) -> np.ndarray:
+        """Outputs as one (N+1, n_s) array, columns in the model's output order."""
+        if not self.outputs:
+            return np.zeros((len(self.t), 0))
+        return np.column_stack(list(self.outputs.values()))
+
+    def coordinate(self, name: str, which: str = "q") -> np.ndarray:
+        """Column of q (or v, a) for the coordinate called ``name``."""
+        try:
+            k = self.coordinate_names.index(name)
+        except ValueError:
+            raise UnknownNameError(f"no coordinate {name!r}; coordinates: "
+                                   f"{self.coordinate_names}") from None
+        if which not in ("q", "v", "a"):
+            raise InputError(f"which must be 'q', 'v' or 'a', got {which!r}")
+        return self._states()[("q", "v", "a").index(which)][:, k]
+
+    def _states(self) -> tuple:
+        if self.q is None:
+            raise InputError("this trajectory kept its outputs only (its states were "
+                             "checkpointed, symdae.simulation.checkpoint): simulate the scenario with "
+                             "System.simulate for q, v, a and lambda")
+        return self.q, self.v, self.a, self.lam
+
+    def summary(self) -> str:
+        c = self.counters
+        steps = max(c["steps"], 1)
+        lines = [
+            f"{c['steps']} steps of h = {self.h:g} s (alpha = {self.alpha:g}), "
+            f"t = {self.t[0]:g} .. {self.t[-1]:g} s, wall time {self.wall_time * 1e3:.2f} ms",
+            f"Newton iterations: {c['newton_iterations']} ({c['newton_iterations'] / steps:.2f}"
+            f" per step), factorizations: {c['factorizations']}, "
+            f"Jacobian refreshes: {c['jacobian_refreshes']}",
+        ]
+        for name, s in self.outputs.items():
+            lines.append(f"output {name}: min {s.min():.6g}, max {s.max():.6g}, "
+                         f"rms {np.sqrt(np.mean(s ** 2)):.6g}")
+        return "\n".join(lines)
+
+    def to_csv(self, path) -> Path:
+        """Write t, q, v, a, lam and the outputs as columns of a CSV file."""
+        path = Path(path)
+        names = ["t"]
+        cols = [self.t]
+        q, v, a, lam = self._states()
+        for arr, kind in ((q, ""), (v, "_dot"), (a, "_ddot")):
+            for k, nm in enumerate(self.coordinate_names):
+                names.append(nm + kind)
+                cols.append(arr[:, k])
+        for k in range(lam.shape[1]):
+            names.append(f"lambda_{k}")
+            cols.append(lam[:, k])
+        for nm, s in self.outputs.items():
+            names.append(nm)
+            cols.append(s)
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(names)
+            w.writerows(np.column_stack(cols).tolist())
+        return path

@@ -1,0 +1,80 @@
+"""The kernel spec is the one place that knows the kernel interface: the C header, the .pxd, the
+ABI numbers, the compiled core and every generated module agree with it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import symdae
+from symdae.model import kernels
+from symdae._version import ABI_VERSION
+from symdae.errors import InputError, UnknownNameError
+from symdae.model.kernels import KERNELS, KERNEL_NAMES, Sizes, layout, pack_weights, split
+
+CORE = Path(symdae.__file__).parent / "simulation" / "core"
+
+
+def enum_names(text: str) -> list[str]:
+    return re.findall(r"^\s*(SYMDAE_[A-Z_]+),?\s*(?:#.*)?$", text, flags=re.M)
+
+
+def test_header_and_pxd_list_the_spec_kernels_in_order():
+    want = [f"SYMDAE_{name.upper()}" for name in KERNEL_NAMES] + ["SYMDAE_N_KERNELS"]
+    header = (CORE / "symdae_kernels.h").read_text()
+    pxd = (CORE / "kernel_api.pxd").read_text()
+    assert enum_names(header.split("typedef enum {")[1].split("}")[0]) == want
+    assert enum_names(pxd.split("enum:   # symdae_kernel_id")[1].split("ctypedef")[0]) == want
+
+
+def test_abi_numbers_agree():
+    header = (CORE / "symdae_kernels.h").read_text()
+    (h_abi,) = re.findall(r"#define SYMDAE_ABI_VERSION (\d+)", header)
+    from symdae.simulation.core import _hht
+    assert int(h_abi) == ABI_VERSION == kernels.ABI_VERSION == _hht.ABI_VERSION
+    assert _hht.N_KERNELS == len(KERNELS)
+
+
+def test_internal_kernels_come_last_and_every_other_kernel_builds():
+    internal = [k.internal for k in KERNELS]
+    assert internal == sorted(internal), "internal (time-term) kernels must come last"
+    for k in KERNELS:
+        assert (k.build is None) == k.internal, k.name
+        assert k.doc, f"kernel {k.name} has no doc line"
+
+
+@pytest.mark.parametrize("name", ["engine_mount", "slider_crank", "oscillator"])
+def test_generated_module_layout_is_the_specs(name):
+    system = symdae.compile_model(symdae.load_model(name)[0])
+    sizes = system.sizes
+    module = system.backend.module
+    assert module.ABI_VERSION == ABI_VERSION
+    assert Sizes.of(module.SIZES) == sizes
+    for idx, spec in enumerate(KERNELS):
+        out, w, acc = system.backend.kernels.layout(idx)
+        assert out == kernels.size(spec.name, sizes), spec.name
+        assert w == kernels.weight_size(spec.name, sizes), spec.name
+        assert acc == spec.accumulate, spec.name
+
+
+def test_layout_split_and_pack_weights():
+    sz = Sizes(n=3, m=2, n_p=4, n_u=1, n_s=2)
+    lay = layout("jacobians", sz)
+    assert lay == {"JM": (0, 9, (3, 3)), "JG": (9, 18, (3, 3)), "GV": (18, 27, (3, 3)),
+                   "Cq": (27, 33, (2, 3))}
+    flat = np.arange(33.0)
+    parts = split("jacobians", flat, sz)
+    np.testing.assert_array_equal(parts["Cq"], np.arange(27.0, 33.0).reshape(2, 3))
+    assert np.shares_memory(parts["JG"], flat)          # views, no copies
+    w = pack_weights("state_vjp", sz, wG=[1.0, 2.0, 3.0], wL=7.0)
+    np.testing.assert_array_equal(w, [0, 0, 0, 1, 2, 3, 0, 0, 7, 7, 7])
+    np.testing.assert_array_equal(pack_weights("newton", sz, c_m=1.0), [1.0, 0.0, 0.0])
+    assert kernels.size("output_vjp", sz) == sz.nx + sz.n_p == 15
+    with pytest.raises(UnknownNameError, match="unknown kernel 'jacobian'; kernels: residual"):
+        layout("jacobian", sz)
+    with pytest.raises(UnknownNameError, match=r"no weight block\(s\) \['wX'\]"):
+        pack_weights("state_vjp", sz, wX=1.0)
+    with pytest.raises(InputError, match=r"kernel residual: output has shape \(5,\), expected"):
+        split("residual", np.zeros(5), sz)
