@@ -10,9 +10,10 @@ import symdae
 
 PKG = Path(symdae.__file__).resolve().parent
 
-# lowest first; a module may import from its own layer and the layers before it
+# lowest first; a module may import from its own layer and the layers before it. The bundled
+# models (symdae/models/ once installed) are user files on top of the public API.
 LAYERS = ["foundation", "model", "build", "data", "simulation", "analysis", "costs",
-          "identification", "design", "plots", "cli", "api"]
+          "identification", "design", "plots", "cli", "api", "models"]
 FOUNDATION = {"symdae.errors", "symdae._version", "symdae.threads", "symdae.progress"}
 
 
