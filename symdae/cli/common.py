@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..model.files import load_model
 from ..simulation.compile import compile_model
+from ..simulation.backends.base import SCHEMES
 from ..simulation.scenario import Scenario
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]
@@ -52,6 +53,10 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--h", type=float, help="fixed time step in s (default: SCENARIO, else 1e-3)")
     p.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: SCENARIO, "
                                                "else -0.1)")
+    p.add_argument("--scheme", choices=sorted(SCHEMES),
+                   help="integration scheme (default: SCENARIO, else hht-paper): hht-ga, the "
+                   "generalized-alpha form with HHT's parameters, is second order also when "
+                   "the mass matrix depends on q; hht-paper is the paper's eq. (15)")
     p.add_argument("--param", "-p", action="append", type=assignment, default=[],
                    metavar="NAME=VALUE", help="override a parameter value (repeatable)")
     p.add_argument("--out-dir", type=Path, help="folder for the written files (default: "
@@ -70,8 +75,8 @@ def number_range(text: str) -> tuple[float, float]:
 def load(args):
     """Model, model-file namespace, System, Scenario and output folder of a command."""
     model, ns = load_model(args.model)
-    given = {k: v for k, v in (("t_end", args.t_end), ("h", args.h), ("alpha", args.alpha))
-             if v is not None}
+    given = {k: v for k, v in (("t_end", args.t_end), ("h", args.h), ("alpha", args.alpha),
+                               ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
     scenario = Scenario.make(base, **given)
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, SimulationError
-from .backends.base import Counters, Grid, Restart
+from .backends.base import Counters, Restart
 from .initial import init_adjoint, init_tangent, initial_state
 from .scenario import Scenario, physical_memory
 from .sensitivity import (
@@ -112,21 +112,21 @@ class GradientRun:
 
 def _segments(system, sc: Scenario, p, U, x0, mplan: MemoryPlan):
     """Forward pass: yield (checkpoint, forward result) per segment."""
-    state, restart, i0 = (x0.q, x0.v, x0.a, x0.lam), None, 0
+    state, restart, i0 = (x0.q, x0.v, x0.a, x0.lam, x0.a), None, 0
     while i0 < mplan.steps:
         length = min(mplan.segment, mplan.steps - i0)
-        grid = Grid(sc.t0, sc.h, length, sc.alpha, i0)
+        grid = sc.grid(length, i0)
         fwd = system.backend.forward(grid, p, U[i0:i0 + length + 1], state, sc.rtol,
                                      sc.max_iter, False, restart)
         if not fwd.report.ok:
-            system._raise(fwd.report, Grid(sc.t0, sc.h, mplan.steps, sc.alpha))
+            system._raise(fwd.report, sc.grid())
         yield _Checkpoint(i0, state, restart), fwd
-        state = (fwd.q[-1].copy(), fwd.v[-1].copy(), fwd.a[-1].copy(), fwd.lam[-1].copy())
+        state = fwd.state_end
         restart, i0 = fwd.restart, i0 + length
 
 
 def _recompute(system, sc: Scenario, p, U, ck: _Checkpoint, length: int):
-    grid = Grid(sc.t0, sc.h, length, sc.alpha, ck.step)
+    grid = sc.grid(length, ck.step)
     fwd = system.backend.forward(grid, p, U[ck.step:ck.step + length + 1], ck.state, sc.rtol,
                                  sc.max_iter, False, ck.restart)
     if not fwd.report.ok:     # it ran before: only a non-deterministic model gets here
@@ -214,6 +214,6 @@ def checkpointed_sensitivities(system, scenario, which, params=None, *,
         res = system.backend.tangent(fwd, D, dx)
         singular(res.report, "tangent")
         dS[ck.step:ck.step + fwd.grid.N + 1] = res.ds.transpose(0, 2, 1)
-        dx = (res.dq[-1], res.dv[-1], res.da[-1], res.dlam[-1])
+        dx = res.end
     return dS
 

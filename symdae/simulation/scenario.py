@@ -16,10 +16,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import InputError
+from .backends.base import SCHEMES, Grid
 
 __all__ = ["Scenario", "DEFAULT_ALPHA", "physical_memory"]
 
 DEFAULT_ALPHA = -0.1
+DEFAULT_SCHEME = "hht-paper"
 MAX_STEPS = 2**40  # beyond any memory: refused before the grid is even counted in detail
 
 
@@ -58,6 +60,10 @@ class Scenario:
     init_tol, project:
         q0, v0 must satisfy the constraints to ``init_tol``, unless ``project`` projects them
         (minimum-norm correction; no sensitivities through a projection).
+    scheme:
+        ``"hht-paper"`` (default): the discrete-adjoint paper's eq. (15); ``"hht-ga"``: the
+        generalized-alpha form with HHT's parameters (alpha_m = 0, alpha_f = -alpha), second
+        order also when the mass matrix depends on q (symdae/simulation/core/scheme.pxd).
     """
 
     t_end: float
@@ -71,6 +77,7 @@ class Scenario:
     max_iter: int = 20
     init_tol: float = 1e-9
     project: bool = False
+    scheme: str = DEFAULT_SCHEME
 
     def __post_init__(self):
         h = _finite("time step h", self.h)
@@ -101,6 +108,8 @@ class Scenario:
         init_tol = _finite("init_tol", self.init_tol)
         if not init_tol > 0:
             raise InputError(f"init_tol must be positive, got {self.init_tol!r}")
+        if self.scheme not in SCHEMES:
+            raise InputError(f"scheme must be one of {sorted(SCHEMES)}, got {self.scheme!r}")
         if self.inputs is not None and not isinstance(self.inputs, Mapping):
             raise InputError("inputs must be a mapping {input name: array, callable or "
                              f"constant}}, got {type(self.inputs).__name__}")
@@ -119,6 +128,12 @@ class Scenario:
     def times(self) -> np.ndarray:
         """The time grid t_i = t0 + i h, i = 0..N."""
         return self.t0 + self.h * np.arange(self.n_steps + 1)
+
+    def grid(self, steps: int | None = None, i0: int = 0) -> Grid:
+        """The sweep grid of ``steps`` steps (default: all) from step ``i0``, with this run's
+        alpha and scheme."""
+        return Grid(self.t0, self.h, self.n_steps if steps is None else steps, self.alpha, i0,
+                    self.scheme)
 
     def check_memory(self, bytes_per_step: int, what: str = "the trajectory") -> None:
         """Raise InputError before allocating when N + 1 samples of ``bytes_per_step`` bytes

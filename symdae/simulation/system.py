@@ -155,7 +155,7 @@ class System:
         U = self.input_array(sc.inputs, t)
         x0 = initial_state(self.backend, model, p, sc.t0, U[0], sc.q0, sc.v0,
                            tol=sc.init_tol, project=sc.project)
-        grid = Grid(sc.t0, sc.h, sc.n_steps, sc.alpha)
+        grid = sc.grid()
         fwd = self.backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol,
                                    sc.max_iter, store_factorizations)
         if not fwd.report.ok:

@@ -20,6 +20,8 @@ class Trajectory:
     ----------
     t : (N+1,)            q, v, a : (N+1, n)         lam : (N+1, m)
     (q, v, a, lam are None for a run whose states were not kept: a checkpointed gradient)
+    a is what the model's equations see as q'': with scheme hht-ga the physical acceleration
+    at t_i, with hht-paper the scheme's algorithmic acceleration (see ``w``).
     outputs : {name: (N+1,)}
     counters : steps, newton_iterations, factorizations, jacobian_refreshes
     params : {name: value} used for this run
@@ -38,6 +40,15 @@ class Trajectory:
     coordinate_names: list
     wall_time: float = 0.0
     _sweep: object = field(default=None, repr=False)  # data the sensitivity sweeps reuse
+
+    @property
+    def w(self) -> np.ndarray | None:
+        """The scheme's algorithmic accelerations (N+1, n) (symdae/simulation/core/scheme.pxd):
+        an approximation of q'' at t_i + alpha h; for hht-paper the same array as ``a``."""
+        fwd = getattr(self._sweep, "forward", None)
+        if fwd is None:
+            return None
+        return fwd.a if fwd.w is None else fwd.w
 
     @property
     def h(self) -> float:
@@ -76,7 +87,7 @@ class Trajectory:
         c = self.counters
         steps = max(c["steps"], 1)
         lines = [
-            f"{c['steps']} steps of h = {self.h:g} s (alpha = {self.alpha:g}), "
+            f"{c['steps']} steps of h = {self.h:g} s (alpha = {self.alpha:g}, scheme {self.scenario.scheme}), "
             f"t = {self.t[0]:g} .. {self.t[-1]:g} s, wall time {self.wall_time * 1e3:.2f} ms",
             f"Newton iterations: {c['newton_iterations']} ({c['newton_iterations'] / steps:.2f}"
             f" per step), factorizations: {c['factorizations']}, "

@@ -38,7 +38,8 @@ def test_numpy_backend_reproduces_the_compiled_sweeps(name):
     it). Derivative sweeps on the same trajectory: gradient and sensitivities to 1e-10. Each
     backend end to end: J and the gradient agree to what that floor leaves.
     Measured (200 steps, every bundled model): state differences up to 180 floors (the
-    pendulum; 1e3 allowed), tangent da, dlam up to 70 floors (1e2 allowed), J to 1e-11 and
+    pendulum; 1e3 allowed; q and v also the drift of a's differences), tangent da, dlam up to 110 floors (the four-bar in joint angles, whose loop
+    closure makes K worse conditioned; 3e2 allowed), J to 1e-11 and
     gradients to 6e-10 relative (1e-10 and 1e-8 allowed)."""
     model, ns = symdae.load_model(name)
     sc = short_scenario(ns, model)
@@ -64,9 +65,16 @@ def test_numpy_backend_reproduces_the_compiled_sweeps(name):
     amax = max(np.max(np.abs(tc.a)), 1e-300)
     floors = {"q": beta * sc.h ** 2 * floor_a, "v": gamma * sc.h * floor_a, "a": floor_a,
               "lam": floor_a * np.max(np.abs(tc.lam), initial=0.0) / amax}
+    # a difference of a within its floor at one step moves the later q and v as a constant
+    # acceleration error would: by da (t - t0)^2 / 2 and da (t - t0) at most (the double
+    # pendulum and the four-bar in angles show it: 2.3 times the floor term alone)
+    da = np.max(np.abs(tc.a - tn.a))
+    elapsed = (tc.t - tc.t[0])[:, None]
+    drift = {"q": da * elapsed ** 2 / 2, "v": da * elapsed, "a": 0.0, "lam": 0.0}
     for kind, floor in floors.items():
         X, Y = getattr(tc, kind), getattr(tn, kind)
-        tol = 1e-11 * np.max(np.abs(X), axis=0, initial=0.0) + 1e3 * floor + 1e-300
+        tol = 1e-11 * np.max(np.abs(X), axis=0, initial=0.0) + 1e3 * floor + drift[kind] \
+            + 1e-300
         err = np.abs(X - Y)
         assert np.all(err <= tol), f"{name}: {kind} differs by {np.max(err / tol):.2f} x tol"
     assert Jn == pytest.approx(Jc, rel=1e-10, abs=1e-14)
@@ -80,10 +88,13 @@ def test_numpy_backend_reproduces_the_compiled_sweeps(name):
     assert np.max(np.abs(g_shared - gc)) <= 1e-10 * gscale, (name, gc, g_shared)
     dc, dn = tangent(compiled, tc, free), tangent(oracle, shared, free)
     dfloor_a = eps * np.max(np.abs(dc.dq)) / (beta * sc.h ** 2)     # the same floor for da
-    for kind, floor in (("dq", 0.0), ("dv", 0.0), ("da", dfloor_a), ("dlam", dfloor_a)):
+    # as in the forward check, the multipliers' floor is a's scaled by their size ratio
+    dfloor_l = dfloor_a * np.max(np.abs(dc.dlam), initial=0.0) / max(np.max(np.abs(dc.da)),
+                                                                      1e-300)
+    for kind, floor in (("dq", 0.0), ("dv", 0.0), ("da", dfloor_a), ("dlam", dfloor_l)):
         X, Y = getattr(dc, kind), getattr(dn, kind)
         tol = 1e-10 * np.max(np.abs(X), axis=(0, 1), keepdims=True, initial=0.0) \
-            + 1e2 * floor + 1e-300
+            + 3e2 * floor + 1e-300
         assert np.all(np.abs(X - Y) <= tol), f"{name} tangent {kind}: " \
             f"{np.max(np.abs(X - Y) / tol):.2f} x tol"
 

@@ -21,11 +21,11 @@ def budget_for(system, steps: int, segments: int) -> int:
                2 * (segments + 1) * _checkpoint_bytes(sz))
 
 
-def case(name, backend, steps):
+def case(name, backend, steps, scheme="hht-paper"):
     model, ns = symdae.load_model(name)
     system = symdae.compile_model(model, backend=backend)
     sc = Scenario.make(ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3})
-    sc = sc.replace(t_end=sc.t0 + steps * sc.h)
+    sc = sc.replace(t_end=sc.t0 + steps * sc.h, scheme=scheme)
     data = system.simulate(sc).outputs
     cost = LeastSquares({k: data[k] for k in model.output_names},
                         weights={k: 1 / np.mean(data[k] ** 2) for k in model.output_names})
@@ -34,11 +34,13 @@ def case(name, backend, steps):
     return system, sc, cost, moved
 
 
-@pytest.mark.parametrize("name, backend, steps", [
-    ("engine_mount", "compiled", 3000), ("slider_crank", "compiled", 2000),
-    ("pendulum", "compiled", 1000), ("slider_crank", "numpy", 120), ("pendulum", "numpy", 90)])
-def test_checkpointed_gradient_is_the_stored_gradient(name, backend, steps):
-    system, sc, cost, moved = case(name, backend, steps)
+@pytest.mark.parametrize("name, backend, steps, scheme", [
+    ("engine_mount", "compiled", 3000, "hht-paper"), ("slider_crank", "compiled", 2000, "hht-paper"),
+    ("pendulum", "compiled", 1000, "hht-paper"), ("slider_crank", "numpy", 120, "hht-paper"),
+    ("pendulum", "numpy", 90, "hht-paper"), ("fourbar", "compiled", 1000, "hht-ga"),
+    ("andrews_squeezer", "compiled", 1500, "hht-ga"), ("fourbar", "numpy", 90, "hht-ga")])
+def test_checkpointed_gradient_is_the_stored_gradient(name, backend, steps, scheme):
+    system, sc, cost, moved = case(name, backend, steps, scheme)
     full = cost_and_gradient(system, sc, cost, moved)
     seg = cost_and_gradient(system, sc, cost, moved,
                             memory_budget=budget_for(system, steps, 6))
@@ -60,9 +62,10 @@ def test_checkpointed_gradient_is_the_stored_gradient(name, backend, steps):
     assert np.max(np.abs(full.gradient - want)) <= 1e-10 * np.max(np.abs(want))
 
 
-@pytest.mark.parametrize("name", ["slider_crank", "engine_mount"])
-def test_checkpointed_tangent_is_the_stored_tangent(name):
-    system, sc, _, moved = case(name, "compiled", 1500)
+@pytest.mark.parametrize("name, scheme", [("slider_crank", "hht-paper"),
+                                          ("engine_mount", "hht-paper"), ("fourbar", "hht-ga")])
+def test_checkpointed_tangent_is_the_stored_tangent(name, scheme):
+    system, sc, _, moved = case(name, "compiled", 1500, scheme)
     which = system.model.parameter_names[:3]
     full = symdae.tangent(system, system.simulate(sc, params=moved), which).ds
     seg = checkpointed_sensitivities(system, sc, which, moved,

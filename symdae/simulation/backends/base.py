@@ -22,9 +22,10 @@ evaluate(kernel, t, q, v, a, lam, p, u, w=None) -> ndarray
     (``kernels.split`` names the blocks); accumulating kernels start from zero. ``w`` must have
     the kernel's weight size (``kernels.pack_weights`` builds it).
 forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
-    Takes the grid (t0, h, N, alpha and the index i0 of its first step: times t0 + (i0 + j) h),
-    parameters p (n_p,), inputs U (N+1, n_u), the consistent state x0 = (q, v, a, lam) at step
-    i0, the Newton tolerance and iteration cap, whether to keep what the derivative sweeps would
+    Takes the grid (t0, h, N, alpha, the index i0 of its first step: times t0 + (i0 + j) h, and
+    the scheme, one of ``SCHEMES``), parameters p (n_p,), inputs U (N+1, n_u), the consistent
+    state x0 = (q, v, a, lam[, w]) at step i0 (w: the algorithmic acceleration, a at the start
+    of a run), the Newton tolerance and iteration cap, whether to keep what the derivative sweeps would
     otherwise recompute (factorisations, time terms), and for a run continued from a checkpoint
     a :class:`Restart` (what makes the continuation take the very steps of one long run).
     Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
@@ -33,7 +34,8 @@ forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
     never an exception: the caller (``System``) names the failure.
 tangent(fwd, D, dx0) -> TangentArrays
     Forward sensitivities along the columns of D (n_p, nd) from the sensitivities at the first
-    row, dx0 = (dq, dv, da, dlam), each (nd, size). One linear solve per direction and step.
+    row, dx0 = (dq, dv, da, dlam[, dw]), each (nd, size) (dw = da at the start of a run). One
+    linear solve per direction and step.
 adjoint(fwd, dPhi, carry=None, last=True, first=True) -> AdjointResult
     dJ/dp without the initial-state term for a cost whose derivative with respect to the
     output samples is dPhi (N+1, n_s), by one backward sweep. In segments: ``carry`` is what
@@ -52,9 +54,19 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
-           "AdjointResult", "STATUSES"]
+           "AdjointResult", "STATUSES", "SCHEMES", "scheme_code"]
 
 STATUSES = ("ok", "newton_failed", "singular", "not_finite")
+# the schemes of the HHT family (symdae/simulation/core/scheme.pxd) and their codes in the core:
+# hht-ga, the generalized-alpha form with HHT's parameters (second order for any M(q)); and
+# hht-paper, the discrete-adjoint paper's eq. (15) (first order when M depends on q and
+# alpha < 0; the same numbers as hht-ga when M is constant)
+SCHEMES = {"hht-ga": 1, "hht-paper": 0}
+
+
+def scheme_code(name: str) -> int:
+    """The core's code of a scheme name (the Scenario has checked it)."""
+    return SCHEMES[name]
 
 
 class Grid(NamedTuple):
@@ -66,6 +78,7 @@ class Grid(NamedTuple):
     N: int
     alpha: float
     i0: int = 0
+    scheme: str = "hht-paper"
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,13 @@ class ForwardResult:
     saved: object = None     # backend-specific (stored factorisations), None if not stored
     restart: Restart | None = None     # continues the run after its last row
     order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
+    w: np.ndarray | None = None        # algorithmic accelerations (hht-paper: a itself)
+
+    @property
+    def state_end(self) -> tuple:
+        """(q, v, a, lam, w) of the last row: the start state of the segment after it."""
+        w = self.a if self.w is None else self.w
+        return tuple(x[-1].copy() for x in (self.q, self.v, self.a, self.lam, w))
 
 
 @dataclass(frozen=True)
@@ -148,13 +168,22 @@ class TangentArrays:
     dlam: np.ndarray
     ds: np.ndarray
     report: SweepReport
+    dw: np.ndarray | None = None      # of the algorithmic accelerations (hht-paper: da)
+
+    @property
+    def end(self) -> tuple:
+        """(dq, dv, da, dlam, dw) of the last row: the start of the segment after it."""
+        dw = self.da if self.dw is None else self.dw
+        return tuple(x[-1] for x in (self.dq, self.dv, self.da, self.dlam, dw))
 
 
 @dataclass(frozen=True)
 class AdjointResult:
     """``grad`` (n_p,): dJ/dp of the segment's steps (initial state excluded); ``xbar0``
-    (3n + m,): the adjoint of its first row's state (of x0 for the first segment); ``carry``:
-    what the segment before needs (xbar0 followed by the r_d of the first step)."""
+    (3n + m,): the adjoint of its first row's state (of x0 for the first segment, where the
+    algorithmic acceleration's adjoint is added to a0's); ``carry``: what the segment before
+    needs (xbar0, the adjoint of w at the first row, the r_d of the first step, the parameter
+    adjoint)."""
 
     grad: np.ndarray
     xbar0: np.ndarray

@@ -14,6 +14,7 @@ from ...errors import InputError
 from ...model.kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
 from ...threads import one_blas_thread
 from .base import (
+    scheme_code,
     STATUSES,
     AdjointResult,
     Counters,
@@ -48,6 +49,18 @@ def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) ->
     k = min(step, 2)
     return Restart(np.hstack([A[row - k:row], L[row - k:row]]), np.array(noise, copy=True),
                    np.array(order, copy=True))
+
+
+def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0) -> np.ndarray:
+    """The array of algorithmic accelerations w beside A (scheme.pxd): A itself for
+    hht-paper, whose w is a; else a new one whose ``row`` holds x0's w (its a when x0 has no
+    w: the start of a run). Works for states (rows, n) and tangents (rows, nd, n)."""
+    if grid.scheme == "hht-paper":
+        return A
+    W = np.zeros_like(A)
+    w0 = np.asarray(x0[4] if len(x0) > 4 else x0[2], dtype=float)
+    W[row][..., :w0.shape[-1]] = w0
+    return W
 
 
 def _report(rep: dict) -> SweepReport:
@@ -104,7 +117,8 @@ class CompiledBackend:
         Q, V, A = (np.empty((rows, sz.n)) for _ in range(3))
         L = np.empty((rows, sz.m))
         S = np.zeros((rows, sz.n_s))
-        Q[first], V[first], A[first], L[first] = x0
+        Q[first], V[first], A[first], L[first] = x0[:4]
+        W = _algorithmic(A, grid, first, x0)
         order = np.zeros(2 * nm, dtype=np.intc)
         if restart is None:
             noise = np.zeros(2 * nm + 1)
@@ -121,15 +135,17 @@ class CompiledBackend:
         Ufull = np.empty((rows, sz.n_u))
         Ufull[first:] = U
         with self._lapack():
-            rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha, p_arg, Ufull,
-                                    Q, V, A, L, S, *saved, float(rtol), int(max_iter), first,
+            rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
+                                    scheme_code(grid.scheme), p_arg, Ufull,
+                                    Q, V, A, W, L, S, *saved, float(rtol), int(max_iter), first,
                                     grid.i0, noise, order, restart is not None)
         report = _report(rep)
         end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
         part = slice(first, None)
         return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
                              Q[part], V[part], A[part], L[part], S[part], report,
-                             tuple(x[part] for x in saved) if store else None, end, order)
+                             tuple(x[part] for x in saved) if store else None, end, order,
+                             None if W is A else W[part])
 
     def _saved(self, fwd: ForwardResult):
         return fwd.saved if fwd.saved is not None else (None, None, None)
@@ -143,29 +159,34 @@ class CompiledBackend:
         dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
+        dW = _algorithmic(dA, g, 0, dx0)
         with self._lapack():
-            rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
-                                    *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dL,
-                                    dS, g.i0, fwd.order)
+            rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha,
+                                    scheme_code(g.scheme), self._p(fwd), fwd.U,
+                                    *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dW,
+                                    dL, dS, g.i0, fwd.order)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
-                             dL[:, :, :sz.m], dS[:, :, :sz.n_s], report)
+                             dL[:, :, :sz.m], dS[:, :, :sz.n_s], report,
+                             None if dW is dA else dW[:, :, :sz.n])
 
     def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
                 first: bool = True) -> AdjointResult:
         sz, g = self.sizes, fwd.grid
-        state = np.zeros(sz.nx + sz.n + sz.n_p)
+        state = np.zeros(sz.nx + 2 * sz.n + sz.n_p)
         if not last:
             state[:] = carry
         dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
         if dPhi.shape != (g.N + 1, sz.n_s):       # the nogil sweep reads it unchecked
             raise InputError(f"dPhi has shape {dPhi.shape}, expected {(g.N + 1, sz.n_s)}")
         with self._lapack():
-            rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha, self._p(fwd), fwd.U,
+            rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha,
+                                    scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
                                     last, first, fwd.order)
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
-        return AdjointResult(state[sz.nx + sz.n:].copy(), state[:sz.nx].copy(), state, report)
+        return AdjointResult(state[sz.nx + 2 * sz.n:].copy(), state[:sz.nx].copy(), state,
+                             report)
 
     def _lapack(self):
         """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
@@ -176,7 +197,10 @@ class CompiledBackend:
     @staticmethod
     def _states(fwd: ForwardResult):
         # the sweeps take contiguous rows; a segment's views are (they start at a row)
-        return tuple(np.ascontiguousarray(x) for x in (fwd.q, fwd.v, fwd.a, fwd.lam))
+        A = np.ascontiguousarray(fwd.a)
+        W = A if fwd.w is None else np.ascontiguousarray(fwd.w)
+        return (np.ascontiguousarray(fwd.q), np.ascontiguousarray(fwd.v), A, W,
+                np.ascontiguousarray(fwd.lam))
 
     def _p(self, fwd: ForwardResult) -> np.ndarray:
         return fwd.p if self.sizes.n_p else np.zeros(1)

@@ -58,6 +58,10 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
     """Validate the arrays and run the backend's reverse-over-tangent sweep (see the module
     docstring for the contract)."""
     sz, N = backend.sizes, fwd.grid.N
+    if fwd.grid.scheme != "hht-paper":
+        raise InputError(f"the input-design sweep exists for scheme 'hht-paper' only, the "
+                         f"trajectory was computed with scheme={fwd.grid.scheme!r}: simulate "
+                         "with Scenario(..., scheme='hht-paper') for input design")
     if getattr(fwd.grid, "i0", 0) != 0:
         raise InputError("the design sweep takes a whole trajectory from t0 (grid index 0), "
                          "not a segment of a checkpointed run")

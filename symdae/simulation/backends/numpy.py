@@ -69,14 +69,26 @@ def _extrapolate(Y: np.ndarray, i: int, order: int) -> np.ndarray:
 
 
 class Scheme:
-    """The HHT coefficients (the table of symdae/simulation/core/scheme.pxd)."""
+    """The coefficients of a scheme of the HHT family (the table of
+    symdae/simulation/core/scheme.pxd): qhat = q + h v + ca w + cq a, vhat = v + cv1 w + cvq a,
+    q_{i+1} = qhat + s a_{i+1}, v_{i+1} = vhat + gh a_{i+1}, w_{i+1} = ry a_{i+1} + rp a_i,
+    R_dyn = cM Ma + g - ap g_i, R_con = C / s."""
 
-    def __init__(self, h: float, alpha: float):
-        beta, gam = 0.25 * (1.0 - alpha) ** 2, 0.5 - alpha
-        self.h, self.cM, self.ap = h, 1.0 / (1.0 + alpha), alpha / (1.0 + alpha)
-        self.s, self.gh = beta * h * h, gam * h
+    def __init__(self, h: float, alpha: float, name: str = "hht-paper"):
+        beta, gam, f = 0.25 * (1.0 - alpha) ** 2, 0.5 - alpha, 1.0 + alpha
+        self.h, self.name = h, name
         self.ca, self.cv1 = h * h * (0.5 - beta), h * (1.0 - gam)
+        if name == "hht-ga":
+            self.cM, self.ap, self.s, self.gh = 1.0, 0.0, f * beta * h * h, f * gam * h
+            self.cq, self.cvq, self.ry, self.rp = -alpha * beta * h * h, -alpha * gam * h, f, -alpha
+        else:
+            self.cM, self.ap, self.s, self.gh = 1.0 / f, alpha / f, beta * h * h, gam * h
+            self.cq, self.cvq, self.ry, self.rp = 0.0, 0.0, 1.0, 0.0
         self.kw = np.array([self.cM, self.s, self.gh])
+
+    @classmethod
+    def of(cls, grid: Grid) -> "Scheme":
+        return cls(grid.h, grid.alpha, grid.scheme)
 
 
 class NumpyBackend:
@@ -133,15 +145,16 @@ class NumpyBackend:
     # ------------------------------------------------------------------ forward
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
                 store: bool, restart: Restart | None = None) -> ForwardResult:
-        sz, c, N = self.sizes, Scheme(grid.h, grid.alpha), grid.N
+        sz, c, N = self.sizes, Scheme.of(grid), grid.N
         n, m, nm = sz.n, sz.m, sz.nm
         p = np.asarray(p, dtype=float)
         first = 0 if restart is None else restart.history.shape[0]
         rows = first + N + 1
-        Q, V, A = (np.empty((rows, n)) for _ in range(3))
+        Q, V, A, W = (np.empty((rows, n)) for _ in range(4))
         L = np.empty((rows, m))
         S = np.zeros((rows, sz.n_s))
-        Q[first], V[first], A[first], L[first] = x0
+        Q[first], V[first], A[first], L[first] = x0[:4]
+        W[first] = x0[4] if len(x0) > 4 else x0[2]
         noise = None
         if restart is not None:
             A[:first], L[:first] = restart.history[:, :n], restart.history[:, n:]
@@ -164,15 +177,17 @@ class NumpyBackend:
         def result(rep, saved=None, end=None):
             part = slice(first, None)
             return ForwardResult(grid, p, Uf[part], Q[part], V[part], A[part], L[part],
-                                 S[part], rep, None if saved is None else saved[part], end)
+                                 S[part], rep, None if saved is None else saved[part], end,
+                                 w=W[part])
 
         res = self._k("residual", t[first], Q[first], V[first], A[first], L[first], p,
                       Uf[first])
         gprev = settle(first, res)
         for i in range(first, first + N):
-            qh, vh = Q[i] + c.h * V[i] + c.ca * A[i], V[i] + c.cv1 * A[i]
-            base = (np.abs(Q[i]) + c.h * np.abs(V[i]) + np.abs(c.ca * A[i]),
-                    np.abs(V[i]) + np.abs(c.cv1 * A[i]))         # qhat's, vhat's terms
+            qh = Q[i] + c.h * V[i] + c.ca * W[i] + c.cq * A[i]
+            vh = V[i] + c.cv1 * W[i] + c.cvq * A[i]
+            base = (np.abs(Q[i]) + c.h * np.abs(V[i]) + np.abs(c.ca * W[i]) + np.abs(c.cq * A[i]),
+                    np.abs(V[i]) + np.abs(c.cv1 * W[i]) + np.abs(c.cvq * A[i]))  # their terms
             order = min(grid.i0 - first + i, 2)
             y = np.concatenate([_extrapolate(A, i, order), _extrapolate(L, i, order)])
             out = self._newton(t[i + 1], qh, vh, base, y, gprev, noise, p, Uf[i + 1], c,
@@ -185,6 +200,7 @@ class NumpyBackend:
             y, res, noise = out
             Q[i + 1], V[i + 1] = qh + c.s * y[:n], vh + c.gh * y[:n]
             A[i + 1], L[i + 1] = y[:n], y[n:]
+            W[i + 1] = c.ry * A[i + 1] + c.rp * A[i]
             counts["steps"] += 1
             gprev = settle(i + 1, res)
         carry = np.zeros(2 * nm + 1)
@@ -277,12 +293,13 @@ class NumpyBackend:
 
     def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0) -> TangentArrays:
         sz, g = self.sizes, fwd.grid
-        c, n, N, nd = Scheme(g.h, g.alpha), sz.n, g.N, D.shape[1]
-        dQ, dV, dA = (np.zeros((N + 1, nd, n)) for _ in range(3))
+        c, n, N, nd = Scheme.of(g), sz.n, g.N, D.shape[1]
+        dQ, dV, dA, dW = (np.zeros((N + 1, nd, n)) for _ in range(4))
         dL = np.zeros((N + 1, nd, sz.m))
         dS = np.zeros((N + 1, nd, sz.n_s))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0] = x0
+        dW[0] = dx0[4] if len(dx0) > 4 else dx0[2]
 
         def outputs(i):
             t, q, v, a, lam, p, u = self._at(fwd, i)
@@ -294,8 +311,8 @@ class NumpyBackend:
         J0, P0, _ = self._blocks(fwd, 0, c)
         for i in range(N):
             J1, P1, K1 = self._blocks(fwd, i + 1, c)
-            qh = dQ[i] + c.h * dV[i] + c.ca * dA[i]          # (nd, n)
-            vh = dV[i] + c.cv1 * dA[i]
+            qh = dQ[i] + c.h * dV[i] + c.ca * dW[i] + c.cq * dA[i]          # (nd, n)
+            vh = dV[i] + c.cv1 * dW[i] + c.cvq * dA[i]
             dyn = (qh @ (c.cM * J1["JM"] + J1["JG"]).T + vh @ J1["GV"].T
                    - c.ap * (dQ[i] @ J0["JG"].T + dV[i] @ J0["GV"].T + dL[i] @ J0["Cq"])
                    + ((c.cM * P1["PM"] + P1["PG"] - c.ap * P0["PG"]) @ D).T)
@@ -303,15 +320,16 @@ class NumpyBackend:
             r = np.linalg.solve(K1, np.concatenate([dyn, con], axis=1).T).T
             dA[i + 1], dL[i + 1] = -r[:, :n], -r[:, n:]
             dQ[i + 1], dV[i + 1] = qh - c.s * r[:, :n], vh - c.gh * r[:, :n]
+            dW[i + 1] = c.ry * dA[i + 1] + c.rp * dA[i]
             outputs(i + 1)
             J0, P0 = J1, P1
-        return TangentArrays(dQ, dV, dA, dL, dS, SweepReport("ok"))
+        return TangentArrays(dQ, dV, dA, dL, dS, SweepReport("ok"), dW)
 
     def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
                 first: bool = True) -> AdjointResult:
         sz, g = self.sizes, fwd.grid
-        c, n, N = Scheme(g.h, g.alpha), sz.n, g.N
-        grad = np.zeros(sz.n_p) if last else np.array(carry[sz.nx + n:])
+        c, n, N = Scheme.of(g), sz.n, g.N
+        grad = np.zeros(sz.n_p) if last else np.array(carry[sz.nx + 2 * n:])
 
         def source(i):
             t, q, v, a, lam, p, u = self._at(fwd, i)
@@ -320,13 +338,14 @@ class NumpyBackend:
             return Sx.T @ dPhi[i]
 
         if last:
-            xb, rd_next = source(N), np.zeros(n)
+            xb, wb, rd_next = source(N), np.zeros(n), np.zeros(n)
         else:
-            xb, rd_next = np.array(carry[:sz.nx]), np.array(carry[sz.nx:sz.nx + n])
+            xb, wb = np.array(carry[:sz.nx]), np.array(carry[sz.nx:sz.nx + n])
+            rd_next = np.array(carry[sz.nx + n:sz.nx + 2 * n])
         J1, P1, K1 = self._blocks(fwd, N, c)
         for i in range(N - 1, -1, -1):
             qb, vb, ab, lb = self._split_x(xb)
-            mu = np.concatenate([ab + c.s * qb + c.gh * vb, lb])
+            mu = np.concatenate([ab + c.ry * wb + c.s * qb + c.gh * vb, lb])
             r = -np.linalg.solve(K1.T, mu)
             rd, rc = r[:n], r[n:]
             qhb = qb + (c.cM * J1["JM"] + J1["JG"]).T @ rd + J1["Cq"].T @ rc / c.s
@@ -337,8 +356,14 @@ class NumpyBackend:
             J0, P0, K0 = self._blocks(fwd, i, c)
             xb = np.concatenate([qhb - c.ap * J0["JG"].T @ rd,
                                  c.h * qhb + vhb - c.ap * J0["GV"].T @ rd,
-                                 c.ca * qhb + c.cv1 * vhb, -c.ap * J0["Cq"] @ rd]) + source(i)
+                                 c.cq * qhb + c.cvq * vhb + c.rp * wb,
+                                 -c.ap * J0["Cq"] @ rd]) + source(i)
+            wb = c.ca * qhb + c.cv1 * vhb
             J1, P1, K1 = J0, P0, K0
         if first and g.i0 + N > 0:
             grad += -c.ap * P1["PG"].T @ rd_next
-        return AdjointResult(grad, xb, np.concatenate([xb, rd_next, grad]), SweepReport("ok"))
+        if first:      # w_0 = a_0: one adjoint for both
+            xb[2 * n:3 * n] += wb
+            wb = np.zeros(n)
+        return AdjointResult(grad, xb, np.concatenate([xb, wb, rd_next, grad]),
+                             SweepReport("ok"))

@@ -40,7 +40,7 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
-from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena,
+from symdae.simulation.core.scheme cimport (HHT_PAPER, Scheme, scheme, call, zero_call, time_terms, Arena,
                                  arena_allocate, arena_check)
 from symdae.simulation.core.newton cimport factor_into
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
@@ -118,7 +118,8 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef int nd = <int>DT.shape[0], j, k, pivot = 0
     cdef int nwh = 2 * n + m + ns + nx + n_p          # state_hvp weights
     cdef int nwi = 2 * n + m + ns                     # input_vjp weights
-    cdef Scheme c = scheme(h, alpha)
+    # the sweep differentiates hht-paper (the Python layer refuses the other scheme)
+    cdef Scheme c = scheme(h, alpha, HHT_PAPER)
     cdef bint stored = LU is not None
     cdef bint tau_stored = TAU is not None
     cdef double[:, :, ::1] LUv
@@ -134,6 +135,8 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     rr_a = np.zeros(nd * nm + 1)       # rho multipliers of the current step
     rdr_a = np.zeros(nd * n + 1)       # rho^d of the step after
     xbp_a = np.zeros(nx + 1)
+    wbr_a = np.zeros(nd * n + 1)       # adjoints of the algorithmic accelerations (scheme.pxd)
+    wbp_a = np.zeros(n + 1)
     rp_a = np.zeros(nm + 1)
     rdp_a = np.zeros(n + 1)
     hat_a = np.zeros(nx + 1)
@@ -149,6 +152,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef double[::1] xbr = xbr_a, rr = rr_a, rdr = rdr_a, xbp = xbp_a, rp = rp_a
     cdef double[::1] rdp = rdp_a, hat = hat_a, wv = wv_a, wh = wh_a, hout = hout_a, wi = wi_a
     cdef double[::1] scr = scr_a, taub = tau_a, Kb = K_a, LUwb = LUw_a
+    cdef double[::1] wbr = wbr_a, wbp = wbp_a
     cdef int[::1] pwb = pw_a
     cdef double* tau[2]
     cdef double* tmp
@@ -204,7 +208,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             memset(&hout[0], 0, (nx + nu) * sizeof(double))
             for j in range(nd):
                 state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbr[j * nx],
-                             &rr[j * nm])
+                           &wbr[j * n], &rr[j * nm])
                 # second order at x_i: wM, wG, wC | wS | dx = sigma_{j,i} | dp = d_j
                 step_weights(km, &c, &rr[j * nm], &rdr[j * n], &wh[0])
                 for k in range(ns):
@@ -224,7 +228,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 xbp[k] += hout[k]
             for k in range(nu):
                 ubar[i, k] += hout[nx + k]
-            state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbp[0], &rp[0])
+            state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbp[0], &wbp[0], &rp[0])
             step_weights(km, &c, &rp[0], &rdp[0], &wi[0])
             for k in range(ns):
                 wi[2 * n + m + k] = dPsis[i, k]

@@ -23,8 +23,9 @@ from symdae.simulation.core.kernel_api cimport *
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU
-from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena, take,
-                                 take_int, arena_allocate, arena_check)
+from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
+                                            time_terms, Arena, take, take_int, arena_allocate,
+                                            arena_check)
 from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
                                  StepOutcome, newton_step, factor_into)
 from symdae.simulation.core.tangent cimport TangentWork, tangent_step, output_tangent
@@ -104,6 +105,7 @@ cdef struct Traj:
     double* q
     double* v
     double* a
+    double* w       # algorithmic accelerations (scheme.pxd); hht-paper may pass a itself
     double* lam
     const double* u
     int n, m, n_u
@@ -116,13 +118,14 @@ cdef inline double time_of(const Traj* tr, Py_ssize_t i) noexcept nogil:
 
 
 cdef inline Traj traj_of(double t0, double h, double[:, ::1] Q, double[:, ::1] V,
-                         double[:, ::1] A, double[:, ::1] L, const double[:, ::1] U,
-                         Py_ssize_t offset) noexcept nogil:
+                         double[:, ::1] A, double[:, ::1] W, double[:, ::1] L,
+                         const double[:, ::1] U, Py_ssize_t offset) noexcept nogil:
     cdef Traj tr
     tr.offset = offset
     tr.q = base(Q)
     tr.v = base(V)
     tr.a = base(A)
+    tr.w = base(W)
     tr.lam = base(L)
     tr.u = cbase(U)
     tr.n = <int>Q.shape[1]
@@ -263,16 +266,17 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     return factor_into(km, x, c.kw, &f.lu, w.K, LU[0], piv[0])
 
 
-def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
+def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
-            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
-            double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
+            double[:, ::1] L, double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
             int[::1] order, bint have_order):
-    """HHT forward sweep of N steps from the consistent state in row ``first`` of Q, V, A, L,
-    which is step i0 of the grid t0 + k h.
+    """Forward sweep of N steps of scheme ``kind`` (scheme.pxd) from the consistent state in
+    row ``first`` of Q, V, A, W, L, which is step i0 of the grid t0 + k h (W: the algorithmic
+    accelerations; for hht-paper it may be A itself).
 
-    Fills rows first+1..first+N of Q, V, A, L and first..first+N of the outputs S (all arrays
+    Fills rows first+1..first+N of Q, V, A, W, L and first..first+N of the outputs S (all arrays
     are indexed by row, U too). Rows before ``first`` hold the previous states' a and lam for
     the start values (a restart from a checkpoint passes first = min(i0, 2)). ``carry``
     (2 nm + 1): the round-off levels the last step left (and a flag that they are there); read
@@ -285,12 +289,12 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, pivot
-    cdef Scheme c = scheme(h, alpha)
+    cdef Scheme c = scheme(h, alpha, kind)
     cdef Arena arena
     cdef NewtonWork w
     cdef StepOutcome so
     cdef ForwardReport rep
-    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0 - first)
+    cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0 - first)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* Sb = base(S)
     cdef double* LUcur
@@ -325,8 +329,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
             rep.status = newton_step(
-                km, &x, &c, &w, &f.lu, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.a + i * n,
-                tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
+                km, &x, &c, &w, &f.lu, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.w + i * n,
+                tr.a + i * n, tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
                 tr.lam + i2 * m, min(tr.offset + i, 2), time_of(&tr, i + 1),
                 tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
             have_noise = True
@@ -346,6 +350,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             memcpy(tr.v + i * n, w.vc, n * sizeof(double))
             memcpy(tr.a + i * n, w.y, n * sizeof(double))
             memcpy(tr.lam + i * m, w.y + n, m * sizeof(double))
+            recursion(&c, tr.a + i * n, tr.a + (i - 1) * n, tr.w + i * n, n)
             pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, False)
             rep.factorizations += 1
             if pivot != 0:
@@ -387,18 +392,19 @@ cdef inline void param_directions(const symdae_model* km, const symdae_args* x,
         zero_call(km, SYMDAE_PARAM_JVP, x, DT + d * km.n_p, P + d * nr)
 
 
-def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
+def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
-            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
-            double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU, const double[:, ::1] DT,
-            double[:, :, ::1] dQ, double[:, :, ::1] dV, double[:, :, ::1] dA,
-            double[:, :, ::1] dL, double[:, :, ::1] dS, Py_ssize_t i0,
-            const int[::1] order):
+            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
+            double[:, ::1] L, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+            const double[:, ::1] DT, double[:, :, ::1] dQ, double[:, :, ::1] dV,
+            double[:, :, ::1] dA, double[:, :, ::1] dW, double[:, :, ::1] dL,
+            double[:, :, ::1] dS, Py_ssize_t i0, const int[::1] order):
     """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
     from row 0 (step i0 of the grid t0 + k h).
 
-    DT (nd, n_p): the parameter directions, one per row. dQ, dV, dA, dL, dS are
-    (N+1, nd, size); row 0 of dQ, dV, dA, dL must hold the sensitivities at row 0. Uses LU,
+    DT (nd, n_p): the parameter directions, one per row. dQ, dV, dA, dW, dL, dS are
+    (N+1, nd, size); row 0 of dQ, dV, dA, dW, dL must hold the sensitivities at row 0 (for
+    hht-paper dW may be dA itself). Uses LU,
     PIV and TAU from forward() when given, else refactorises at each state, with the sparse
     LU orders ``order`` of that forward run. Returns {"status", "step"} (SINGULAR with the
     step whose matrix was singular).
@@ -406,13 +412,13 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, nr = 2 * K.n + K.m
     cdef int nd = <int>DT.shape[0], d, pivot = 0
-    cdef Scheme c = scheme(h, alpha)
+    cdef Scheme c = scheme(h, alpha, kind)
     cdef Arena arena
     cdef TangentWork w
     cdef double* P[2]
     cdef double* tau[2]
     cdef double* tmp
-    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0)
+    cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* LUcur
     cdef int* pcur
@@ -445,9 +451,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             param_directions(km, &x1, dt, nd, P[1])
             for d in range(nd):
                 tangent_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
-                             P[0] + d * nr, &dQ[i, d, 0], &dV[i, d, 0], &dA[i, d, 0],
-                             &dL[i, d, 0], &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
-                             &dA[i + 1, d, 0], &dL[i + 1, d, 0])
+                             P[0] + d * nr, &dQ[i, d, 0], &dV[i, d, 0], &dW[i, d, 0],
+                             &dA[i, d, 0], &dL[i, d, 0], &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
+                             &dW[i + 1, d, 0], &dA[i + 1, d, 0], &dL[i + 1, d, 0])
                 output_tangent(km, &x1, w.w, &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
                                &dA[i + 1, d, 0], &dL[i + 1, d, 0], dt + d * n_p,
                                &dS[i + 1, d, 0])
@@ -464,10 +470,11 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
 
 # ---------------------------------------------------------------------------- adjoint
 
-cdef void carve_adjoint(Arena* a, AdjointWork* w, double** xb, double** gacc, double** tau,
-                        int n, int m, int n_p, int n_tau) noexcept nogil:
+cdef void carve_adjoint(Arena* a, AdjointWork* w, double** xb, double** gacc, double** wb,
+                        double** tau, int n, int m, int n_p, int n_tau) noexcept nogil:
     xb[0] = take(a, 3 * n + m)
     gacc[0] = take(a, n_p)        # must follow xb: output_vjp writes [xbar, pbar] in one go
+    wb[0] = take(a, n)
     w.mu = take(a, n + m)
     w.rd_next = take(a, n)
     w.hat = take(a, 3 * n + m)
@@ -486,39 +493,42 @@ cdef inline void output_source(const symdae_model* km, const symdae_args* x,
             return
 
 
-def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
+def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
-            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] L,
-            double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
+            double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
+            double[:, ::1] L, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
             bint first, const int[::1] order):
     """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme, backwards over the
     N steps of rows 0..N (steps i0..i0+N of the grid t0 + k h).
 
     dPhi (N+1, n_s): the derivative of the cost with respect to every output sample of these
-    rows. ``carry`` (3n + m + n + n_p): the adjoint of the state at row N, the r_d of the step
-    after it and the parameter adjoint summed so far; ``last``: row N is the end of the run
+    rows. ``carry`` (3n + m + n + n + n_p): the adjoint of the state at row N, of its
+    algorithmic acceleration, the r_d of the step after it and the parameter adjoint summed so
+    far; ``last``: row N is the end of the run
     (carry is read as zeros: the sweep starts from the output source there). On return carry
     holds the adjoint of the state at row 0 (with its output source), the r_d of step 0 -> 1
     and the parameter adjoint of every step from row 0 on, for the segment before: one running
     sum, so a run in segments gives the very numbers of one long run. With ``first`` (row 0 is
     the initial state) the term of g_0 is added too, carry[:3n + m] is the adjoint of
-    x_0 = (q0, v0, a0, lam0), which the Python layer carries through the consistent
-    initialisation, and carry[3n + m + n:] the steps' part of dJ/dp. ``order``: the sparse LU
+    x_0 = (q0, v0, a0, lam0) (w_0 = a_0: its adjoint is added to a0's), which the Python layer
+    carries through the consistent initialisation, and carry[3n + m + 2n:] the steps' part of
+    dJ/dp. ``order``: the sparse LU
     orders of the forward run.
     Returns {"status", "step"}.
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
-    cdef int pivot = 0
-    cdef Scheme c = scheme(h, alpha)
+    cdef int pivot = 0, k
+    cdef Scheme c = scheme(h, alpha, kind)
     cdef Arena arena
     cdef AdjointWork w
     cdef double* xb
+    cdef double* wb
     cdef double* gacc
     cdef double* tau[2]
     cdef double* tmp
-    cdef Traj tr = traj_of(t0, h, Q, V, A, L, U, i0)
+    cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef const double* dphi = cbase(dPhi)
     cdef double* LUcur
@@ -526,18 +536,19 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
     cdef Py_ssize_t i = N
     cdef symdae_args x0, x1
     memset(&arena, 0, sizeof(Arena))
-    carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
+    carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
     mem = arena_allocate(&arena)
-    carve_adjoint(&arena, &w, &xb, &gacc, tau, n, m, n_p, K.n_tau)
+    carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
     arena_check(&arena, mem)
     x0.p = &p[0]
     x1.p = &p[0]
     if not last:
         memcpy(xb, &carry[0], nx * sizeof(double))
-        memcpy(w.rd_next, &carry[nx], n * sizeof(double))
-        memcpy(gacc, &carry[nx + n], n_p * sizeof(double))
+        memcpy(wb, &carry[nx], n * sizeof(double))
+        memcpy(w.rd_next, &carry[nx + n], n * sizeof(double))
+        memcpy(gacc, &carry[nx + 2 * n], n_p * sizeof(double))
     with nogil:
         set_state(&x1, &tr, N)
         tau_at(km, &x1, &f, N, tau[1])
@@ -551,7 +562,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
                 break
             set_state(&x0, &tr, i - 1)
             tau_at(km, &x0, &f, i - 1, tau[0])
-            adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, gacc)
+            adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, wb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0
             tmp = tau[0]
@@ -560,7 +571,13 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha,
             i -= 1
         if pivot == 0 and first and i0 + N > 0:
             initial_g_adjoint(km, &x1, &c, &w, gacc)
+        if pivot == 0 and first:
+            # w_0 = a_0 at the initial state: one adjoint for both
+            for k in range(n):
+                xb[2 * n + k] += wb[k]
+                wb[k] = 0.0
     memcpy(&carry[0], xb, nx * sizeof(double))
-    memcpy(&carry[nx], w.rd_next, n * sizeof(double))
-    memcpy(&carry[nx + n], gacc, n_p * sizeof(double))
+    memcpy(&carry[nx], wb, n * sizeof(double))
+    memcpy(&carry[nx + n], w.rd_next, n * sizeof(double))
+    memcpy(&carry[nx + 2 * n], gacc, n_p * sizeof(double))
     return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i if pivot else -1}

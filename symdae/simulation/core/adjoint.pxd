@@ -1,17 +1,23 @@
-# One step i+1 -> i of the discrete adjoint sweep (paper eqs. 9 and 11) for the forward scheme.
+# One step i+1 -> i of the discrete adjoint sweep (paper eqs. 9 and 11) for either scheme of
+# scheme.pxd.
 #
-# xbar = (qbar, vbar, abar, lbar) holds the complete adjoint of x_{i+1} on entry. With r the
-# adjoint of step i -> i+1's residual (solve K_{i+1}^T mu = (abar + s qbar + gh vbar, lbar),
-# r = -mu = (r_d, r_c)):
+# xbar = (qbar, vbar, abar, lbar) and wbar hold the complete adjoint of x_{i+1} (wbar: of its
+# algorithmic acceleration w) on entry. With r the adjoint of step i -> i+1's residual (solve
+# K_{i+1}^T mu = (abar + ry wbar + s qbar + gh vbar, lbar), r = -mu = (r_d, r_c)):
 #   qhat_bar = qbar_{i+1} + (cM J_M + J_G)_{i+1}^T r_d + C_q,{i+1}^T r_c / s
 #   vhat_bar = vbar_{i+1} + G_V,{i+1}^T r_d
 #   pbar    += P_{i+1}^T (cM r_d | r_d - ap r_d,next | r_c / s)   (g_{i+1} also enters the next
 #              step through -ap g_{i+1}, whose r_d the sweep carries as rd_next)
 #   xbar_i   = output source_i - ap (J_G,i^T r_d, G_V,i^T r_d, ., C_q,i r_d)
-#              + predictor adjoints (qhat_bar, h qhat_bar + vhat_bar, ca qhat_bar + cv1 vhat_bar)
+#              + predictor adjoints (qhat_bar, h qhat_bar + vhat_bar,
+#                                    cq qhat_bar + cvq vhat_bar + rp wbar_{i+1}, .)
+#   wbar_i   = ca qhat_bar + cv1 vhat_bar
 # Every product with a Jacobian block is a generated sparse kernel (state_vjp, param_vjp,
-# output_vjp). On return xbar holds the adjoint of x_i, without x_i's output source, which the
-# sweep adds (output_vjp writes xbar and pbar in one call).
+# output_vjp). On return xbar, wbar hold the adjoint of x_i, without x_i's output source, which
+# the sweep adds (output_vjp writes xbar and pbar in one call). In hht-paper w is a: the
+# adjoint of a_i is then abar + wbar, which is what the next step's solve and the initial
+# state read.
+
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_VJP,
@@ -30,10 +36,10 @@ cdef struct AdjointWork:
 cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
                             const symdae_args* x0, const Scheme* c, AdjointWork* w,
                             const SparseLU* lu, const double* LU, const int* piv, double* xb,
-                            double* r) noexcept nogil:
-    """The state part of a backward step: xb, the adjoint of x_{i+1} in (x1), becomes that of
-    x_i (less its output source) (x0); r (n + m) receives the multiplier (r_d, r_c) of step
-    i -> i+1's residual rows. Uses w.hat and w.wv."""
+                            double* wb, double* r) noexcept nogil:
+    """The state part of a backward step: (xb, wb), the adjoint of x_{i+1} in (x1), becomes
+    that of x_i (less its output source) (x0); r (n + m) receives the multiplier (r_d, r_c) of
+    step i -> i+1's residual rows. Uses w.hat and w.wv."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, k
     cdef double* qb = xb
     cdef double* vb = xb + n
@@ -42,7 +48,7 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
     cdef double* qh = w.hat
     cdef double* vh = w.hat + n
     for k in range(n):
-        r[k] = ab[k] + c.s * qb[k] + c.gh * vb[k]
+        r[k] = ab[k] + c.ry * wb[k] + c.s * qb[k] + c.gh * vb[k]
     for k in range(m):
         r[n + k] = lb[k]
     apply_t(lu, LU, piv, r)
@@ -71,7 +77,8 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
     for k in range(n):
         qb[k] += qh[k]
         vb[k] += c.h * qh[k] + vh[k]
-        ab[k] += c.ca * qh[k] + c.cv1 * vh[k]
+        ab[k] += c.cq * qh[k] + c.cvq * vh[k] + c.rp * wb[k]
+        wb[k] = c.ca * qh[k] + c.cv1 * vh[k]
 
 
 cdef inline void step_weights(const symdae_model* km, const Scheme* c, const double* r,
@@ -91,10 +98,10 @@ cdef inline void step_weights(const symdae_model* km, const Scheme* c, const dou
 cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
                               const symdae_args* x0, const Scheme* c, AdjointWork* w,
                               const SparseLU* lu, const double* LU, const int* piv, double* xb,
-                              double* gacc) noexcept nogil:
-    """xb: adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the step's
-    parameter adjoint."""
-    state_step(km, x1, x0, c, w, lu, LU, piv, xb, w.mu)       # mu is now r = (r_d, r_c)
+                              double* wb, double* gacc) noexcept nogil:
+    """(xb, wb): adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the
+    step's parameter adjoint."""
+    state_step(km, x1, x0, c, w, lu, LU, piv, xb, wb, w.mu)       # mu is now r = (r_d, r_c)
     if km.n_p > 0:
         step_weights(km, c, w.mu, w.rd_next, w.wv)
         call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)

@@ -1,4 +1,5 @@
-# One HHT step i -> i+1 of the forward sweep: Newton on y = (a_{i+1}, lam_{i+1}).
+# One step i -> i+1 of the forward sweep (either scheme of scheme.pxd): Newton on
+# y = (a_{i+1}, lam_{i+1}).
 #
 # The iteration matrix is K of eq. (16) evaluated and factorised at the last accepted state
 # (simplified Newton); it is refreshed at the current iterate when the measured contraction rate
@@ -8,7 +9,7 @@
 # A step is accepted at the first iterate y that passes either test:
 #  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
 #      w_k = rtol |y_k| + 10 (f_k + eps max|a|) for accelerations, where f_k is the rounding
-#      of q_k = q_i + h v_i + ca a_i + s a_k divided by s (q cannot resolve a better than that),
+#      of q_k = qhat_k + s a_k (scheme.pxd) divided by s (q cannot resolve a better than that),
 #      and w_k = rtol |y_k| + 10 eps max|lam| for multipliers;
 #  (b) the residual is at its round-off level: |R_r| <= 4 nu_r for every row, where nu_r is the
 #      rounding of row r's own terms (the residual_magnitude kernel: a constraint's constants
@@ -87,8 +88,9 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
 
     Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
     where q and v count with the size of the terms they are summed from:
-    q_{i+1} = qhat + s a with qhat = q_i + h v_i + ca a_i carries the rounding of
-    |q_i| + h |v_i| + |ca a_i| + s |a|, not of q (which may cross zero); v_{i+1} likewise.
+    q_{i+1} = qhat + s a with qhat = q_i + h v_i + ca w_i + cq a_i carries the rounding of
+    |q_i| + h |v_i| + |ca w_i| + |cq a_i| + s |a|, not of q (which may cross zero); v_{i+1}
+    likewise.
     fq: what that rounding of q means for a (divided by s), the floor of test (a).
     A constraint row sees a only through q, so it fixes a coordinate's acceleration only to
     fq; every Newton update then moves a by up to that much along the constrained
@@ -114,13 +116,13 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
         w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
 
 
-cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* a,
-                            NewtonWork* w, int n) noexcept nogil:
+cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* wa,
+                            const double* a, NewtonWork* w, int n) noexcept nogil:
     """The sizes of the terms of qhat and vhat from state i (see residual_noise)."""
     cdef int k
     for k in range(n):
-        w.qsb[k] = fabs(q[k]) + c.h * fabs(v[k]) + fabs(c.ca * a[k])
-        w.vsb[k] = fabs(v[k]) + fabs(c.cv1 * a[k])
+        w.qsb[k] = fabs(q[k]) + c.h * fabs(v[k]) + fabs(c.ca * wa[k]) + fabs(c.cq * a[k])
+        w.vsb[k] = fabs(v[k]) + fabs(c.cv1 * wa[k]) + fabs(c.cvq * a[k])
 
 
 cdef inline double extrapolate(int order, double y0, double y1, double y2) noexcept nogil:
@@ -156,12 +158,14 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
                             NewtonWork* w, const SparseLU* lu, const double* LU, const int* piv,
-                            const double* qi, const double* vi, const double* ai,
-                            const double* li, const double* a1, const double* l1,
+                            const double* qi, const double* vi, const double* wi,
+                            const double* ai, const double* li, const double* a1,
+                            const double* l1,
                             const double* a2, const double* l2, int order,
                             double t1, const double* u1, double rtol, int max_iter,
                             bint have_noise, StepOutcome* out) noexcept nogil:
-    """Solve step i -> i+1 from state i; (a1, l1), (a2, l2): a and lam at i-1 and i-2 for the
+    """Solve step i -> i+1 from state i (wi: its algorithmic acceleration, scheme.pxd);
+    (a1, l1), (a2, l2): a and lam at i-1 and i-2 for the
     start value, extrapolated with polynomial ``order`` 0, 1 or 2. On OK, w.qc, w.vc, w.y hold
     (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
     w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
@@ -173,8 +177,8 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     out.refreshes = 0
     out.pivot = -1
     out.first_norm = -1.0
-    predictor(c, qi, vi, ai, w.qh, w.vh, n)
-    term_sizes(c, qi, vi, ai, w, n)
+    predictor(c, qi, vi, wi, ai, w.qh, w.vh, n)
+    term_sizes(c, qi, vi, wi, ai, w, n)
     for k in range(n):
         w.y[k] = extrapolate(order, ai[k], a1[k], a2[k])
     for k in range(m):

@@ -1,55 +1,95 @@
-# The HHT scheme of the discrete-adjoint paper, eq. (15), and what every sweep shares: the
-# coefficients, the predictor, calling a kernel, the time terms and the workspace allocator.
+# The two schemes of the HHT family, and what every sweep shares: the coefficients, the
+# predictor, calling a kernel, the time terms and the workspace allocator.
 #
-# State x_i = (q_i, v_i, a_i, lam_i); beta = (1 - alpha)^2 / 4, gamma = (1 - 2 alpha) / 2.
+# beta = (1 - alpha)^2 / 4, gamma = (1 - 2 alpha) / 2. A state holds q, v, the acceleration a
+# that the kernels see (the model's q''), lam, and the algorithmic acceleration w of the Newmark
+# formulas. One step i -> i+1 solves R(y) = 0 for y = (a_{i+1}, lam_{i+1}) with
 #
-#   field  value               role
-#   h      h                   the step
-#   cM     1 / (1 + alpha)     weight of M a_{i+1} in R_dyn (the newton kernel's c_m)
-#   ap     alpha / (1 + alpha) weight of g_i in R_dyn
-#   s      beta h^2            q_{i+1} = qhat + s a_{i+1}; constraint rows are C / s (c_q)
-#   gh     gamma h             v_{i+1} = vhat + gh a_{i+1} (the newton kernel's c_v)
-#   ca     h^2 (1/2 - beta)    qhat = q_i + h v_i + ca a_i
-#   cv1    h (1 - gamma)       vhat = v_i + cv1 a_i
-#   kw     (cM, s, gh)         the newton kernel's weights
-#
+#   q_{i+1} = qhat + s a_{i+1},  qhat = q_i + h v_i + ca w_i + cq a_i
+#   v_{i+1} = vhat + gh a_{i+1}, vhat = v_i + cv1 w_i + cvq a_i
+#   w_{i+1} = ry a_{i+1} + rp a_i
 #   R_dyn = cM Ma_{i+1} + g_{i+1} - ap g_i = 0,   g = C_q^T lam - Q
 #   R_con = C(q_{i+1}, t_{i+1}) / s = 0
+#
+#   field       hht-paper (eq. 15)     hht-ga (generalized-alpha, alpha_m = 0, alpha_f = -alpha)
+#   cM          1 / (1 + alpha)        1
+#   ap          alpha / (1 + alpha)    0
+#   s           beta h^2               (1 + alpha) beta h^2
+#   gh          gamma h                (1 + alpha) gamma h
+#   ca, cv1     h^2 (1/2 - beta), h (1 - gamma)  (both)
+#   cq, cvq     0, 0                   -alpha beta h^2, -alpha gamma h
+#   ry, rp      1, 0 (w = a)           1 + alpha, -alpha
+#   kw          (cM, s, gh): the newton kernel's weights (c_m, c_q, c_v)
+#
+# In hht-paper w and a are the same numbers (the sweeps may be given one array for both); in
+# hht-ga the equations of motion hold at t_{i+1} for a and w follows its own recursion (Arnold
+# and Bruels 2007), which keeps the scheme second order when M depends on q.
 from libc.string cimport memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_TIME_TERMS,
                                      SYMDAE_TIME_TERMS_SENSITIVITY)
 
 
+cdef enum:
+    HHT_PAPER = 0
+    HHT_GA = 1
+
+
 cdef struct Scheme:
-    double h, alpha, cM, ap, s, gh, ca, cv1
+    double h, alpha, cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp
     double kw[3]
+    int kind
 
 
-cdef inline Scheme scheme(double h, double alpha) noexcept nogil:
+cdef inline Scheme scheme(double h, double alpha, int kind) noexcept nogil:
     cdef Scheme c
     cdef double beta = 0.25 * (1.0 - alpha) * (1.0 - alpha), gam = 0.5 - alpha
+    cdef double f = 1.0 + alpha
     c.h = h
     c.alpha = alpha
-    c.cM = 1.0 / (1.0 + alpha)
-    c.ap = alpha / (1.0 + alpha)
-    c.s = beta * h * h
-    c.gh = gam * h
+    c.kind = kind
     c.ca = h * h * (0.5 - beta)
     c.cv1 = h * (1.0 - gam)
+    if kind == HHT_GA:
+        c.cM = 1.0
+        c.ap = 0.0
+        c.s = f * beta * h * h
+        c.gh = f * gam * h
+        c.cq = -alpha * beta * h * h
+        c.cvq = -alpha * gam * h
+        c.ry = f
+        c.rp = -alpha
+    else:
+        c.cM = 1.0 / f
+        c.ap = alpha / f
+        c.s = beta * h * h
+        c.gh = gam * h
+        c.cq = 0.0
+        c.cvq = 0.0
+        c.ry = 1.0
+        c.rp = 0.0
     c.kw[0] = c.cM
     c.kw[1] = c.s
     c.kw[2] = c.gh
     return c
 
 
-cdef inline void predictor(const Scheme* c, const double* q, const double* v, const double* a,
-                           double* qh, double* vh, int n) noexcept nogil:
-    """qhat = q + h v + ca a, vhat = v + cv1 a (the parts of q_{i+1}, v_{i+1} known at i)."""
+cdef inline void predictor(const Scheme* c, const double* q, const double* v, const double* w,
+                           const double* a, double* qh, double* vh, int n) noexcept nogil:
+    """qhat = q + h v + ca w + cq a, vhat = v + cv1 w + cvq a (the parts of q_{i+1}, v_{i+1}
+    known at i)."""
     cdef int k
     for k in range(n):
-        qh[k] = q[k] + c.h * v[k] + c.ca * a[k]
-        vh[k] = v[k] + c.cv1 * a[k]
+        qh[k] = q[k] + c.h * v[k] + c.ca * w[k] + c.cq * a[k]
+        vh[k] = v[k] + c.cv1 * w[k] + c.cvq * a[k]
+
+
+cdef inline void recursion(const Scheme* c, const double* a1, const double* a0, double* w1,
+                           int n) noexcept nogil:
+    """w_{i+1} = ry a_{i+1} + rp a_i (w1 may be a1: hht-paper's w is a)."""
+    cdef int k
+    for k in range(n):
+        w1[k] = c.ry * a1[k] + c.rp * a0[k]
 
 
 cdef inline void call(const symdae_model* km, int k, const symdae_args* x, const double* w,

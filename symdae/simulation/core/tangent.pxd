@@ -1,18 +1,20 @@
 # One step i -> i+1 of the tangent-linear (forward sensitivity) sweep, for one direction.
 #
-# Differentiating R(x_{i+1}, x_i, p) = 0 along a parameter direction dp, with
-#   dqhat = dq_i + h dv_i + ca da_i,  dvhat = dv_i + cv1 da_i,
-#   dq_{i+1} = dqhat + s da_{i+1},    dv_{i+1} = dvhat + gh da_{i+1}:
+# Differentiating R(x_{i+1}, x_i, p) = 0 along a parameter direction dp (scheme.pxd), with
+#   dqhat = dq_i + h dv_i + ca dw_i + cq da_i,  dvhat = dv_i + cv1 dw_i + cvq da_i,
+#   dq_{i+1} = dqhat + s da_{i+1},  dv_{i+1} = dvhat + gh da_{i+1},
+#   dw_{i+1} = ry da_{i+1} + rp da_i:
 #   K_{i+1} (da, dlam)_{i+1} = -rhs,
 #   rhs_dyn = cM dMa_{i+1} + dg_{i+1} - ap dg_i,   rhs_con = dC_{i+1} / s,
 # where (dMa, dg, dC)_{i+1} = state_jvp(x_{i+1}; dqhat, dvhat, 0) + param_jvp(x_{i+1}; dp) and
 # dg_i = state_jvp(x_i; dq_i, dv_i, dlam_i) + param_jvp(x_i; dp). Every product with a Jacobian
 # block is a generated sparse kernel; the solve reuses the step's factorisation of K_{i+1}.
+
 from libc.string cimport memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_JVP,
                                      SYMDAE_PARAM_JVP, SYMDAE_OUTPUT_JVP)
-from symdae.simulation.core.scheme cimport Scheme, predictor, call
+from symdae.simulation.core.scheme cimport Scheme, predictor, recursion, call
 from symdae.simulation.core.sparse cimport SparseLU, apply
 
 
@@ -30,13 +32,14 @@ cdef inline void tangent_step(const symdae_model* km, const symdae_args* x1,
                               const SparseLU* lu, const double* LU, const int* piv,
                               const double* dp,
                               const double* p1, const double* p0,
-                              const double* dq, const double* dv, const double* da,
-                              const double* dl, double* dq1, double* dv1, double* da1,
-                              double* dl1) noexcept nogil:
-    """(dq, dv, da, dlam)_{i+1} from (...)_i along dp. p1, p0: param_jvp(x_{i+1}; dp) and
-    param_jvp(x_i; dp), which the sweep computes once per state and keeps for the next step."""
+                              const double* dq, const double* dv, const double* dw,
+                              const double* da, const double* dl, double* dq1, double* dv1,
+                              double* dw1, double* da1, double* dl1) noexcept nogil:
+    """(dq, dv, dw, da, dlam)_{i+1} from (...)_i along dp (dw may be da, dw1 da1: hht-paper).
+    p1, p0: param_jvp(x_{i+1}; dp) and param_jvp(x_i; dp), which the sweep computes once per
+    state and keeps for the next step."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, nr = 2 * km.n + km.m, k
-    predictor(c, dq, dv, da, w.dqh, w.dvh, n)
+    predictor(c, dq, dv, dw, da, w.dqh, w.dvh, n)
     for k in range(nr):
         w.r1[k] = p1[k]
     for k in range(n):
@@ -67,6 +70,7 @@ cdef inline void tangent_step(const symdae_model* km, const symdae_args* x1,
         dv1[k] = w.dvh[k] - c.gh * w.rhs[k]
     for k in range(m):
         dl1[k] = -w.rhs[n + k]
+    recursion(c, da1, da, dw1, n)
 
 
 cdef inline void output_tangent(const symdae_model* km, const symdae_args* x, double* wbuf,
