@@ -86,3 +86,9 @@ __all__ += [
 from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: E402
 
 __all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]
+
+# test-bench recordings: file formats and dialects, channel maps with units
+from .readers import Channel, Recording, read_recording  # noqa: E402
+from .units import ChannelMap, ChannelSpec, unit_factor  # noqa: E402
+
+__all__ += ["Channel", "Recording", "read_recording", "ChannelMap", "ChannelSpec", "unit_factor"]

@@ -1,0 +1,210 @@
+"""Test-bench recordings (symdae.readers, symdae.units, symdae.alignment): file dialects and
+formats, channel maps with units, alignment with a simulation grid, and the errors for bad
+input. Every file is written inside the test (by hand for CSV, by scipy.io / asammdf / npTDMS
+for the binary formats); the reference values are the arrays written, the unit factors by hand.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from symdae.errors import DataError, InputError
+from symdae.readers import Channel, Recording, read_csv, read_recording
+from symdae.units import ChannelMap, ChannelSpec, parse_unit, unit_factor
+
+
+# ---------------------------------------------------------------------------- units
+@pytest.mark.parametrize("src,dst,factor", [
+    ("mm", "m", 1e-3), ("deg", "rad", math.pi / 180), ("g", "m/s^2", 9.80665),
+    ("[mm/s²]", "m/s^2", 1e-3), ("rpm", "rad/s", 2 * math.pi / 60), ("U/min", "rpm", 1.0),
+    ("kNm", "N*m", 1e3), ("N mm", "N*m", 1e-3), ("ms", "s", 1e-3), ("bar", "kPa", 100.0),
+    ("km/h", "m/s", 1 / 3.6), ("µm", "mm", 1e-3), ("%", "", 0.01), ("rev", "deg", 360.0),
+])
+def test_unit_factors_by_hand(src, dst, factor):
+    assert unit_factor(src, dst) == pytest.approx(factor, rel=1e-15)
+
+
+def test_units_that_cannot_be_converted_are_named():
+    with pytest.raises(InputError, match=r"run\.csv, channel 'x': cannot convert 'mm' \(m\) to "
+                                         r"'rad' \(rad\)"):
+        unit_factor("mm", "rad", "run.csv, channel 'x'")
+    with pytest.raises(InputError, match="cannot convert 'rpm'.*to 'Hz'"):
+        unit_factor("rpm", "Hz")
+    with pytest.raises(InputError, match="unknown unit 'furlong'"):
+        parse_unit("furlong/s")
+    assert parse_unit("m/s^2").dims == parse_unit("g").dims
+
+
+def test_channel_map_parse():
+    cmap = ChannelMap.parse("x_tvd=disp[mm->m], phi=enc[deg], n=speed[->rpm], a=acc")
+    assert cmap.specs == {"x_tvd": ChannelSpec("disp", "m", "mm"),
+                          "phi": ChannelSpec("enc", None, "deg"),
+                          "n": ChannelSpec("speed", "rpm", None), "a": ChannelSpec("acc")}
+    with pytest.raises(InputError, match="write output=channel"):
+        ChannelMap.parse("x_tvd")
+    with pytest.raises(InputError, match="empty"):
+        ChannelMap({})
+
+
+# ---------------------------------------------------------------------------- CSV dialects
+def _write(path, text, encoding="utf-8"):
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+T = np.array([0.0, 0.001, 0.002, 0.003])
+A = np.array([1.5, -2.25, 3.0, 4.125])
+B = np.array([10.0, 20.5, 30.0, 40.0])
+
+
+def _table(sep, dec, header, units=None, comments=()):
+    def num(x):
+        s = repr(float(x))
+        return s.replace(".", ",") if dec == "," else s
+    lines = list(comments) + [sep.join(header)]
+    if units:
+        lines.append(sep.join(units))
+    lines += [sep.join(num(v) for v in row) for row in zip(T, A, B)]
+    return "\r\n".join(lines) + "\r\n"
+
+
+@pytest.mark.parametrize("sep,dec,bom", [(";", ",", True), (",", ".", False), ("\t", ",", True),
+                                         ("\t", ".", False), ("|", ".", False), (" ", ",", False),
+                                         (";", ".", True)])
+def test_csv_dialects(tmp_path, sep, dec, bom):
+    """A European spreadsheet export (BOM, ';', decimal comma, units row, comments) and the
+    other common dialects read the same numbers."""
+    text = _table(sep, dec, ["time", "a1", "b"], ["[s]", "[mm]", "[deg]"],
+                  comments=["# bench 3, run 17", "% exported by a logger"])
+    path = _write(tmp_path / "run.csv", ("\ufeff" if bom else "") + text)
+    rec = read_csv(path)
+    assert rec.names == ["a1", "b"]
+    np.testing.assert_array_equal(rec.channel("a1").t, T)
+    np.testing.assert_array_equal(rec.channel("a1").values, A)
+    np.testing.assert_array_equal(rec.channel("b").values, B)
+    assert rec.channel("a1").unit == "mm" and rec.channel("b").unit == "deg"
+
+
+def test_csv_units_in_header_time_in_ms_and_utf16(tmp_path):
+    text = "Zeit [ms];Weg (mm);Winkel [°]\n" + "\n".join(
+        f"{1e3 * t:.1f};{a};{b}".replace(".", ",") for t, a, b in zip(T, A, B))
+    for enc in ("utf-16", "cp1252"):
+        rec = read_csv(_write(tmp_path / f"{enc}.csv", text, enc))
+        np.testing.assert_allclose(rec.channel("Weg").t, T, rtol=1e-15, atol=1e-18)
+        assert rec.channel("Weg").unit == "mm" and rec.channel("Winkel").unit == "°"
+    mapped = rec.mapped({"x": ("Weg", "m"), "phi": "Winkel"})
+    np.testing.assert_allclose(mapped.channel("x").values, A * 1e-3, rtol=1e-15)
+    np.testing.assert_allclose(mapped.channel("phi").values, B * math.pi / 180, rtol=1e-15)
+    assert mapped.channel("phi").unit == "rad"
+    assert mapped.mapping["x"] == ("Weg", pytest.approx(1e-3), "m")
+
+
+def test_csv_channels_with_their_own_time_bases(tmp_path):
+    """Empty fields are missing samples: a 1 kHz and a 500 Hz channel in one export."""
+    rows = [f"{float(t)!r};{float(a)!r};" + (repr(float(b)) if k % 2 == 0 else "")
+            for k, (t, a, b) in enumerate(zip(T, A, B))]
+    path = _write(tmp_path / "rates.csv", "t;fast;slow\n" + "\n".join(rows))
+    rec = read_csv(path)
+    np.testing.assert_array_equal(rec.channel("fast").t, T)
+    np.testing.assert_array_equal(rec.channel("slow").t, T[::2])
+    np.testing.assert_array_equal(rec.channel("slow").values, B[::2])
+    assert rec.common_times() is None
+    with pytest.raises(DataError, match="own time bases"):
+        rec.measurement()
+    m = rec.mapped({"fast": "fast"}).measurement()
+    np.testing.assert_array_equal(m.values["fast"], A)
+
+
+def test_read_recording_applies_the_channel_map_once(tmp_path):
+    path = _write(tmp_path / "r.csv", _table(";", ",", ["t", "x1", "acc"], ["s", "mm", "g"]))
+    rec = read_recording(path, channels=ChannelMap.parse("x=x1[mm->m],a=acc"))
+    assert rec.names == ["x", "a"]
+    np.testing.assert_allclose(rec.channel("a").values, B * 9.80665, rtol=1e-15)
+    assert rec.channel("a").unit == "m*s^-2"
+    # a unit the file does not declare, given in the map
+    rec = read_recording(path, channels={"x": ChannelSpec("x1", to="mm", unit="um")})
+    np.testing.assert_allclose(rec.channel("x").values, A * 1e-3, rtol=1e-15)
+
+
+# ---------------------------------------------------------------------------- bad CSV input
+def test_csv_bad_input_names_file_channel_and_line(tmp_path):
+    good = _table(";", ",", ["t", "a", "b"])
+    path = _write(tmp_path / "bad.csv", good.replace("-2,25", "x2"))
+    with pytest.raises(DataError, match=re.escape(str(path)) + r", line 3, column 'a': 'x2'"):
+        read_csv(path)
+    path = _write(tmp_path / "nan.csv", good.replace("-2,25", "NaN"))
+    with pytest.raises(DataError, match=r"nan\.csv, line 3, column 'a': the sample is 'NaN'"):
+        read_csv(path)
+    path = _write(tmp_path / "dup.csv", good.replace("0,002", "0,001"))
+    with pytest.raises(DataError, match=r"dup\.csv, channel 'a': time stamp of sample 2 \(t = "
+                                        r"0\.001 s\) repeats sample 1"):
+        read_csv(path)
+    path = _write(tmp_path / "back.csv", good.replace("0,002", "0,0005"))
+    with pytest.raises(DataError, match=r"channel 'a': time stamp of sample 2 .* goes back"):
+        read_csv(path)
+    rec = read_csv(_write(tmp_path / "ok.csv", good))
+    with pytest.raises(DataError, match=r"ok\.csv: no channel 'c'; the channels are \['a', "
+                                        r"'b'\]"):
+        rec.mapped({"x": "c"})
+    with pytest.raises(InputError, match=r"ok\.csv, channel 'a': cannot convert 'deg'"):
+        rec.mapped({"x": ChannelSpec("a", to="m", unit="deg")})
+    with pytest.raises(DataError, match="no time column 'zeit'"):
+        read_csv(tmp_path / "ok.csv", time_column="zeit")
+    path = _write(tmp_path / "sep.csv", "t;a\n0;1;2\n1,2\n0.3\n")
+    with pytest.raises(DataError, match="cannot tell the separator"):
+        read_csv(path)
+
+
+def test_unknown_damaged_and_missing_files(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        read_recording(tmp_path / "none.mf4")
+    path = tmp_path / "blob.bin"
+    path.write_bytes(b"\x00\x01\x02garbage" * 20)
+    with pytest.raises(DataError, match=r"blob\.bin: unknown file format"):
+        read_recording(path)
+    path = tmp_path / "fake.mat"
+    path.write_bytes(b"\x00\x01\x02garbage" * 20)
+    with pytest.raises(DataError, match=r"fake\.mat: not a readable MATLAB file"):
+        read_recording(path)
+
+
+def test_channel_checks():
+    with pytest.raises(DataError, match=r"arrays, channel 'x': sample 2 \(t = 0\.2 s\) is nan"):
+        Channel("x", [0, 0.1, 0.2], [1.0, 2.0, np.nan])
+    rec = Recording.from_arrays(x=([0, 1, 2], [1, 2, 3], "mm"))
+    assert rec.channel("x").unit == "mm" and rec.channel("x").rate == 1.0
+
+
+# ---------------------------------------------------------------------------- MATLAB
+def test_mat_files(tmp_path):
+    from scipy.io import savemat
+
+    t_fast = np.arange(0, 0.1, 1e-4)
+    t_slow = np.arange(0, 0.1, 1e-2)
+    path = tmp_path / "run.mat"
+    savemat(path, {
+        "t": t_fast, "acc": np.sin(t_fast), "acc_unit": "g",
+        "speed": {"time": t_slow, "values": 1000 + t_slow, "unit": "rpm"},
+        "enc": np.cos(t_slow), "enc_t": t_slow,
+        "units": {"enc": "deg"}, "comment": "bench 3"})
+    rec = read_recording(path)
+    assert sorted(rec.names) == ["acc", "enc", "speed"]
+    np.testing.assert_array_equal(rec.channel("acc").t, t_fast)
+    np.testing.assert_array_equal(rec.channel("speed").t, t_slow)
+    np.testing.assert_array_equal(rec.channel("enc").values, np.cos(t_slow))
+    assert [rec.channel(n).unit for n in ("acc", "speed", "enc")] == ["g", "rpm", "deg"]
+    m = read_recording(path, channels={"a": "acc", "n": ("speed", "rad/s"), "phi": "enc"})
+    np.testing.assert_allclose(m.channel("a").values, 9.80665 * np.sin(t_fast), rtol=1e-15)
+    np.testing.assert_allclose(m.channel("n").values, (1000 + t_slow) * np.pi / 30, rtol=1e-15)
+    np.testing.assert_allclose(m.channel("phi").values, np.cos(t_slow) * np.pi / 180,
+                               rtol=1e-15)
+    bad = tmp_path / "bad.mat"
+    savemat(bad, {"t": t_slow, "x": np.where(t_slow > 0.05, np.nan, t_slow)})
+    with pytest.raises(DataError, match=r"bad\.mat, channel 'x': sample 6 \(t = 0\.06 s\) is "
+                                        "nan"):
+        read_recording(bad)
+    with pytest.raises(DataError, match=r"no time vector 'tt'"):
+        read_recording(bad, time="tt")
