@@ -90,5 +90,9 @@ __all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]
 # test-bench recordings: file formats and dialects, channel maps with units
 from .readers import Channel, Recording, read_recording  # noqa: E402
 from .units import ChannelMap, ChannelSpec, unit_factor  # noqa: E402
+from .alignment import (Alignment, AlignmentWarning, OffsetEstimate, align_channel,  # noqa: E402
+                        align_recording, estimate_offset)
 
-__all__ += ["Channel", "Recording", "read_recording", "ChannelMap", "ChannelSpec", "unit_factor"]
+__all__ += ["Channel", "Recording", "read_recording", "ChannelMap", "ChannelSpec", "unit_factor",
+            "Alignment", "AlignmentWarning", "OffsetEstimate", "align_channel",
+            "align_recording", "estimate_offset"]
