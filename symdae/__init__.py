@@ -96,3 +96,8 @@ from .alignment import (Alignment, AlignmentWarning, OffsetEstimate, align_chann
 __all__ += ["Channel", "Recording", "read_recording", "ChannelMap", "ChannelSpec", "unit_factor",
             "Alignment", "AlignmentWarning", "OffsetEstimate", "align_channel",
             "align_recording", "estimate_offset"]
+
+# order tracking from a measured speed (tacho or speed channel), windows in crank angle
+from .costs.order_tracking import AngleWindow, SpeedTrace  # noqa: E402
+
+__all__ += ["SpeedTrace", "AngleWindow"]
