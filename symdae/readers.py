@@ -461,5 +461,5 @@ def read_tdms(path) -> Recording:
             name = _unique(cname, group.name, chans)
             chans[name] = Channel(name, t, x, ch.properties.get("unit_string", ""), src)
     if not chans:
-        raise DataError(f"{path}: no channels")
+        raise DataError(f"{path}: no channels (an empty or truncated file?)")
     return Recording(chans, src)

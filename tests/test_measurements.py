@@ -5,6 +5,7 @@ for the binary formats); the reference values are the arrays written, the unit f
 """
 from __future__ import annotations
 
+import gc
 import math
 import re
 
@@ -311,3 +312,94 @@ def test_measurement_not_covering_the_interval_is_named():
         align_recording(Recording({"x": ch}), t_grid, offset="estimate")
     with pytest.raises(InputError, match=r"none of the channels \['x'\]"):
         align_recording(Recording({"x": ch}), t_grid, offset="estimate", reference={"y": 0})
+
+
+# ---------------------------------------------------------------------------- MDF4 and TDMS
+def _mdf(path, groups):
+    asammdf = pytest.importorskip("asammdf")
+    mdf = asammdf.MDF(version="4.10")
+    for sigs in groups:
+        mdf.append([asammdf.Signal(x, t, name=n, unit=u) for n, t, x, u in sigs])
+    mdf.save(path, overwrite=True)
+    mdf.close()
+    return path
+
+
+T_FAST = np.arange(0.0, 1.0, 1e-3)
+T_SLOW = np.arange(0.0, 1.0, 1e-2) + 0.005
+
+
+def test_mdf4_channels_keep_their_time_bases_and_units(tmp_path):
+    path = _mdf(tmp_path / "run.mf4", [
+        [("disp", T_FAST, np.sin(T_FAST), "mm"), ("acc", T_FAST, np.cos(T_FAST), "g")],
+        [("speed", T_SLOW, 1000 + T_SLOW, "rpm")]])
+    rec = read_recording(path)
+    assert sorted(rec.names) == ["acc", "disp", "speed"]
+    np.testing.assert_array_equal(rec.channel("speed").t, T_SLOW)
+    np.testing.assert_array_equal(rec.channel("disp").values, np.sin(T_FAST))
+    assert rec.channel("acc").unit == "g"
+    m = read_recording(path, channels=ChannelMap.parse("x=disp[->m],a=acc,n=speed[->rad/s]"))
+    np.testing.assert_allclose(m.channel("x").values, 1e-3 * np.sin(T_FAST), rtol=1e-15)
+    np.testing.assert_allclose(m.channel("a").values, 9.80665 * np.cos(T_FAST), rtol=1e-15)
+    np.testing.assert_allclose(m.channel("n").values, (1000 + T_SLOW) * np.pi / 30,
+                               rtol=1e-15)
+    with pytest.raises(DataError, match=r"run\.mf4: no channel 'twist'; the channels are"):
+        read_recording(path, channels={"twist": "twist"})
+    with pytest.raises(InputError, match=r"run\.mf4, channel 'disp': cannot convert 'mm'"):
+        read_recording(path, channels={"phi": ("disp", "rad")})
+
+
+# asammdf's destructor complains about the half-opened broken file
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_mdf4_bad_files(tmp_path):
+    back = T_FAST.copy()
+    back[500] = back[498]
+    path = _mdf(tmp_path / "back.mf4", [[("disp", back, np.sin(T_FAST), "mm")]])
+    with pytest.raises(DataError, match=r"back\.mf4, channel 'disp': time stamp of sample 500 "
+                                        r"\(t = 0\.498 s\) goes back from sample 499"):
+        read_recording(path)
+    nan = np.sin(T_FAST)
+    nan[7] = np.nan
+    path = _mdf(tmp_path / "nan.mf4", [[("disp", T_FAST, nan, "mm")]])
+    with pytest.raises(DataError, match=r"nan\.mf4, channel 'disp': sample 7 \(t = 0\.007 s\) "
+                                        "is nan"):
+        read_recording(path)
+    good = _mdf(tmp_path / "good.mf4", [[("disp", T_FAST, np.sin(T_FAST), "mm")]])
+    broken = tmp_path / "broken.mf4"
+    broken.write_bytes(good.read_bytes()[:200])
+    with pytest.raises(DataError, match=r"broken\.mf4: not a readable MDF file"):
+        read_recording(broken)
+    gc.collect()        # here, under the filter, not in a later test
+
+
+def test_tdms_waveforms_and_time_channels(tmp_path):
+    nptdms = pytest.importorskip("nptdms")
+    path = tmp_path / "run.tdms"
+    with nptdms.TdmsWriter(str(path)) as w:
+        w.write_segment([
+            nptdms.ChannelObject("bench", "disp", np.sin(T_FAST), properties={
+                "unit_string": "mm", "wf_increment": 1e-3, "wf_start_offset": 0.0}),
+            nptdms.ChannelObject("slow", "time", T_SLOW),
+            nptdms.ChannelObject("slow", "speed", 1000 + T_SLOW,
+                                 properties={"unit_string": "rpm"}),
+            nptdms.ChannelObject("other", "disp", np.cos(T_SLOW)),
+            nptdms.ChannelObject("other", "t", T_SLOW)])
+    rec = read_recording(path)
+    assert sorted(rec.names) == ["disp", "other/disp", "speed"]
+    np.testing.assert_allclose(rec.channel("disp").t, T_FAST, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(rec.channel("speed").t, T_SLOW)
+    assert rec.channel("disp").unit == "mm" and rec.channel("speed").unit == "rpm"
+    np.testing.assert_array_equal(rec.channel("other/disp").values, np.cos(T_SLOW))
+    lonely = tmp_path / "lonely.tdms"
+    with nptdms.TdmsWriter(str(lonely)) as w:
+        w.write_segment([nptdms.ChannelObject("g", "x", np.zeros(5))])
+    with pytest.raises(DataError, match=r"lonely\.tdms, group 'g', channel 'x': no time base"):
+        read_recording(lonely)
+    broken = tmp_path / "broken.tdms"
+    broken.write_bytes(path.read_bytes()[:60])
+    with pytest.raises(DataError, match=r"broken\.tdms: no channels \(an empty or truncated"):
+        read_recording(broken)
+    garbage = tmp_path / "garbage.tdms"
+    garbage.write_bytes(b"not a TDMS file " * 40)
+    with pytest.raises(DataError, match=r"garbage\.tdms: not a readable TDMS file"):
+        read_recording(garbage)
