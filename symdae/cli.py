@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_design.add_parser(sub, _scenario_args, _assignment, _bound, _names)
     from .order_report import add_order_options           # engine orders (--domain orders)
     add_order_options(p)
+    from .measurement_cli import add_measurement_options  # --channels, --offset, --tacho, ...
+    add_measurement_options(p)
     return parser
 
 
@@ -181,6 +183,7 @@ def _cmd_identify(args) -> int:
     from .data import Measurement
     from .experiment import Experiment
     from .identification import identify
+    from .measurement_cli import load_data
     from .plot import plot_convergence, plot_fit
 
     model, ns, system, scenario, out = _load(args)
@@ -199,7 +202,7 @@ def _cmd_identify(args) -> int:
 
     truth = None
     if args.data is not None:
-        data = Measurement.from_csv(args.data, time_column=args.time_column)
+        data = load_data(args, scenario)
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or \
             [c for c in data.values if c in model.output_names]
         data_info = {"source": str(args.data), "synthetic": False}
