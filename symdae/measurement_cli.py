@@ -18,10 +18,10 @@ from .errors import InputError
 from .readers import Channel, read_recording
 from .units import ChannelMap
 
-__all__ = ["add_measurement_options", "load_data", "speed_trace"]
+__all__ = ["add_measurement_options", "load_data", "speed_trace", "parse_tacho"]
 
 
-def _tacho(text: str) -> tuple[str, int]:
+def parse_tacho(text: str) -> tuple[str, int]:
     name, sep, ppr = str(text).rpartition(":")
     try:
         n = int(ppr)
@@ -45,7 +45,7 @@ def add_measurement_options(parser) -> None:
     g.add_argument("--align", choices=METHODS, default="auto",
                    help="how channels reach the grid: interpolate, resample (anti-aliased) or "
                    "auto (resample channels more than 1.2 x faster than the grid)")
-    g.add_argument("--tacho", type=_tacho, metavar="CHANNEL:PPR",
+    g.add_argument("--tacho", type=parse_tacho, metavar="CHANNEL:PPR",
                    help="engine orders: the crank angle from this tacho channel (pulses per "
                    "revolution) instead of the model's ramp")
     g.add_argument("--speed-channel", metavar="CHANNEL",

@@ -403,3 +403,34 @@ def test_tdms_waveforms_and_time_channels(tmp_path):
     garbage.write_bytes(b"not a TDMS file " * 40)
     with pytest.raises(DataError, match=r"garbage\.tdms: not a readable TDMS file"):
         read_recording(garbage)
+
+
+# ---------------------------------------------------------------------------- command line
+def test_command_line_data_loading(tmp_path):
+    """--data with --channels: read, map units, align onto the scenario's grid (with the
+    offset); a plain .csv without --channels keeps the old reader (now BOM-tolerant)."""
+    from types import SimpleNamespace
+
+    from symdae.data import Measurement
+    from symdae.measurement_cli import parse_tacho, load_data
+    from symdae.scenario import Scenario
+
+    tf = np.arange(0.0, 1.2, 1e-4)
+    lines = ["Zeit [s];Weg [mm];n [rpm]"] + [
+        f"{t:.4f};{1e3 * np.sin(2 * np.pi * 3 * t):.9f};{1000 + t:.4f}".replace(".", ",")
+        for t in tf]
+    path = _write(tmp_path / "bench.csv", "\ufeff" + "\n".join(lines))
+    sc = Scenario(t_end=1.0, h=1e-3, alpha=-0.1)
+    args = SimpleNamespace(data=path, channels=ChannelMap.parse("x=Weg"), time_column="t",
+                           offset=0.1, align="auto")
+    m = load_data(args, sc)
+    np.testing.assert_array_equal(m.t, sc.times)
+    assert list(m.values) == ["x"]
+    np.testing.assert_allclose(m.values["x"], np.sin(2 * np.pi * 3 * (sc.times + 0.1)),
+                               atol=2e-6)
+    plain = _write(tmp_path / "plain.csv", "\ufefft,a\n0,1\n0.1,2\n0.2,3\n")
+    old = load_data(SimpleNamespace(data=plain, channels=None, time_column="t"), sc)
+    assert isinstance(old, Measurement) and list(old.values) == ["a"]
+    assert parse_tacho("tacho:60") == ("tacho", 60)
+    with pytest.raises(InputError, match="CHANNEL:PULSES_PER_REVOLUTION"):
+        parse_tacho("tacho")
