@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.interpolate import CubicSpline
@@ -38,8 +38,8 @@ from .data import Measurement
 from .errors import DataError, InputError
 from .readers import Channel, Recording
 
-__all__ = ["RESAMPLE_ABOVE", "METHODS", "AlignmentWarning", "ChannelAlignment", "OffsetEstimate", "Alignment",
-           "align_channel", "estimate_offset", "align_recording"]
+__all__ = ["RESAMPLE_ABOVE", "METHODS", "AlignmentWarning", "ChannelAlignment", "OffsetEstimate",
+           "Alignment", "align_channel", "estimate_offset", "align_recording"]
 
 RESAMPLE_ABOVE = 1.2
 # the anti-aliasing FIR of resample_poly: 2 * 10 k + 1 taps, cut-off at the grid's Nyquist
@@ -202,8 +202,8 @@ def estimate_offset(channel: Channel, t_ref, y_ref, *, max_shift: float | None =
     """The offset d (model time = file time - d) that best lines the channel up with a
     reference signal ``y_ref`` at the uniform times ``t_ref`` (e.g. a first simulation of the
     same output): the peak of their cross-correlation (means removed), refined to the maximum
-    of the normalised correlation with the reference's cubic spline shifted continuously. ``max_shift`` (s) restricts the search to
-    |d| <= max_shift."""
+    of the normalised correlation with the reference's cubic spline shifted continuously.
+    ``max_shift`` (s) restricts the search to |d| <= max_shift."""
     t, h = _grid(t_ref)
     y = np.asarray(y_ref, dtype=float)
     if y.shape != t.shape or not np.all(np.isfinite(y)):
