@@ -3,7 +3,9 @@ channel map, a time offset, an alignment method and, for engine orders, the spee
 or speed channel with windows in crank angle.
 
 Without ``--channels`` a ``.csv`` file is read as before (:meth:`Measurement.from_csv`, its
-sample times kept); with it, or for any other format, the file goes through
+sample times kept), or, where that reader refuses it, by the dialect-detecting reader (sample
+times kept where the columns share them); with ``--channels``, or for any other format, the
+file goes through
 :func:`~symdae.readers.read_recording` (the channel map converts the units) and
 :func:`~symdae.alignment.align_recording` onto the simulation's grid.
 """
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from .alignment import METHODS, align_recording
 from .data import Measurement
-from .errors import InputError
+from .errors import DataError, InputError
 from .readers import Channel, read_recording
 from .units import ChannelMap
 
@@ -60,12 +62,23 @@ def load_data(args, scenario) -> Measurement:
     """The measured data of ``args.data`` for ``scenario`` (see the module)."""
     path = Path(args.data)
     cmap = getattr(args, "channels", None)
-    if cmap is None and path.suffix.lower() == ".csv":
-        return Measurement.from_csv(path, time_column=args.time_column)
     opts = {}
     if path.suffix.lower() in (".csv", ".txt", ".tsv", ".asc") and args.time_column != "t":
         opts["time_column"] = args.time_column
-    rec = read_recording(path, channels=cmap, **opts)
+    if cmap is None and path.suffix.lower() == ".csv":
+        try:
+            return Measurement.from_csv(path, time_column=args.time_column)
+        except DataError as plain:
+            # another dialect (';', decimal comma, units row, ...): read it as a recording;
+            # where that fails too, the plain reader's message is the one to show
+            try:
+                rec = read_recording(path, **opts)
+            except DataError:
+                raise plain from None
+            if rec.common_times() is not None:
+                return rec.measurement()
+    else:
+        rec = read_recording(path, channels=cmap, **opts)
     al = align_recording(rec, scenario.times, offset=getattr(args, "offset", 0.0),
                          method=getattr(args, "align", "auto"))
     print(f"{path}: {al.report()}", file=sys.stderr)

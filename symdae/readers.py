@@ -258,7 +258,8 @@ def read_csv(path, *, time_column: str | None = None, time_unit: str | None = No
         name, unit = split_name_unit(h)
         names.append(name)
         units[j] = unit
-    if not all(_is_number(f) or not f for f in body[0][1]):
+    # a units row holds no number (a data row with one bad field is reported by its line)
+    if not any(_is_number(f) for f in body[0][1]):
         units = [u.strip("[]() ") or units[j] for j, u in enumerate(body[0][1])]
         body = body[1:]
     if len(body) < 2:

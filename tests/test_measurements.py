@@ -136,6 +136,9 @@ def test_csv_bad_input_names_file_channel_and_line(tmp_path):
     path = _write(tmp_path / "bad.csv", good.replace("-2,25", "x2"))
     with pytest.raises(DataError, match=re.escape(str(path)) + r", line 3, column 'a': 'x2'"):
         read_csv(path)
+    path = _write(tmp_path / "first.csv", good.replace("1,5", "x1"))   # not a units row
+    with pytest.raises(DataError, match=r"first\.csv, line 2, column 'a': 'x1'"):
+        read_csv(path)
     path = _write(tmp_path / "nan.csv", good.replace("-2,25", "NaN"))
     with pytest.raises(DataError, match=r"nan\.csv, line 3, column 'a': the sample is 'NaN'"):
         read_csv(path)
@@ -431,6 +434,13 @@ def test_command_line_data_loading(tmp_path):
     plain = _write(tmp_path / "plain.csv", "\ufefft,a\n0,1\n0.1,2\n0.2,3\n")
     old = load_data(SimpleNamespace(data=plain, channels=None, time_column="t"), sc)
     assert isinstance(old, Measurement) and list(old.values) == ["a"]
+    # a European export without --channels: read by the dialect reader, its own times kept
+    euro = load_data(SimpleNamespace(data=path, channels=None, time_column="t"), sc)
+    np.testing.assert_allclose(euro.t, tf, rtol=0, atol=1e-12)
+    assert list(euro.values) == ["Weg", "n"]
+    bad = _write(tmp_path / "bad.csv", "t,a\n0,1\n0.1,x\n0.2,3\n")
+    with pytest.raises(DataError, match=r"line 3, column 'a': 'x' is not a number"):
+        load_data(SimpleNamespace(data=bad, channels=None, time_column="t"), sc)
     assert parse_tacho("tacho:60") == ("tacho", 60)
     with pytest.raises(InputError, match="CHANNEL:PULSES_PER_REVOLUTION"):
         parse_tacho("tacho")
