@@ -231,24 +231,26 @@ def estimate_offset(channel: Channel, t_ref, y_ref, *, max_shift: float | None =
 def _refine(ch: Channel, t: np.ndarray, y0: np.ndarray, d0: float, h: float,
             max_shift: float | None) -> float:
     """The maximum of the normalised correlation between the channel's samples and the
-    reference's cubic spline shifted by d, within one step of the discrete peak d0. The
-    reference (a simulation) is smooth and the channel's samples stay fixed, so measurement
-    noise does not make the objective ripple with d."""
+    reference's cubic spline shifted by d, within two steps of the discrete peak d0. The
+    reference (a simulation) is smooth and the channel's samples stay where they are, so
+    measurement noise does not make the objective ripple with d; the samples are those inside
+    the reference's span, so an event at its start (a release, a step) keeps its weight."""
     spline = CubicSpline(t, y0)
-    tm = ch.t
-    inside = (tm - d0 - h >= t[0]) & (tm - d0 + h <= t[-1])
-    if inside.sum() < 3:
-        return d0
-    ts, xs = tm[inside], ch.values[inside] - ch.values[inside].mean()
+    tm, x = ch.t, ch.values
 
     def minus_corr(d):
-        # normalised: the plain correlation also grows with the reference's energy in the
-        # shifted window, which moves its maximum off the true shift
-        y = spline(ts - d)
+        inside = (tm - d >= t[0]) & (tm - d <= t[-1])
+        if inside.sum() < 3:
+            return 0.0
+        xs, y = x[inside] - x[inside].mean(), spline(tm[inside] - d)
         y = y - y.mean()
-        return -float(xs @ y) / math.sqrt(float(y @ y) + 1e-300)
+        # normalised: the plain correlation also grows with the energy in the overlap, which
+        # moves its maximum off the true shift
+        return -float(xs @ y) / math.sqrt(float(xs @ xs) * float(y @ y) + 1e-300)
 
-    lo, hi = d0 - h, d0 + h
+    # two steps either side: the plain correlation's discrete peak may sit a step off the
+    # normalised one's
+    lo, hi = d0 - 2 * h, d0 + 2 * h
     if max_shift is not None:
         lo, hi = max(lo, -float(max_shift)), min(hi, float(max_shift))
     if not hi > lo:

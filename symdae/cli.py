@@ -202,7 +202,8 @@ def _cmd_identify(args) -> int:
 
     truth = None
     if args.data is not None:
-        data = load_data(args, scenario)
+        data = load_data(args, scenario, lambda: system.simulate(scenario, params={**fixed,
+                                                                                 **start}))
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or \
             [c for c in data.values if c in model.output_names]
         data_info = {"source": str(args.data), "synthetic": False}

@@ -20,7 +20,7 @@ from .errors import DataError, InputError
 from .readers import Channel, read_recording
 from .units import ChannelMap
 
-__all__ = ["add_measurement_options", "load_data", "speed_trace", "parse_tacho"]
+__all__ = ["add_measurement_options", "load_data", "speed_trace", "parse_tacho", "parse_offset"]
 
 
 def parse_tacho(text: str) -> tuple[str, int]:
@@ -35,6 +35,16 @@ def parse_tacho(text: str) -> tuple[str, int]:
     return name, n
 
 
+def parse_offset(text: str) -> float | str:
+    """``--offset``: seconds or ``estimate``."""
+    if str(text).strip().lower() == "estimate":
+        return "estimate"
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"--offset {text!r}: give seconds or 'estimate'") from None
+
+
 def add_measurement_options(parser) -> None:
     """The options of measured data files on the ``identify`` parser."""
     g = parser.add_argument_group("test-bench recordings (--data FILE: .csv, .mat, .mf4, "
@@ -42,8 +52,10 @@ def add_measurement_options(parser) -> None:
     g.add_argument("--channels", type=ChannelMap.parse, metavar="OUT=CHANNEL[UNIT->UNIT],...",
                    help="model output = file channel, optionally with the file's unit and the "
                    "model's (e.g. twist=twist_deg[deg->rad]; default model unit: SI)")
-    g.add_argument("--offset", type=float, default=0.0, metavar="SECONDS",
-                   help="model time = file time - offset (default 0)")
+    g.add_argument("--offset", type=parse_offset, default=0.0, metavar="SECONDS|estimate",
+                   help="model time = file time - offset (default 0); estimate: by "
+                   "cross-correlating the first mapped channel with a simulation at the start "
+                   "values")
     g.add_argument("--align", choices=METHODS, default="auto",
                    help="how channels reach the grid: interpolate, resample (anti-aliased) or "
                    "auto (resample channels more than 1.2 x faster than the grid)")
@@ -58,8 +70,10 @@ def add_measurement_options(parser) -> None:
                    "(orders stay orthogonal during the ramp)")
 
 
-def load_data(args, scenario) -> Measurement:
-    """The measured data of ``args.data`` for ``scenario`` (see the module)."""
+def load_data(args, scenario, first_run=None) -> Measurement:
+    """The measured data of ``args.data`` for ``scenario`` (see the module). ``first_run``:
+    a function returning a simulation at the start values, for ``--offset estimate``; the
+    estimated offset replaces ``args.offset`` (the tacho channel is shifted by it too)."""
     path = Path(args.data)
     cmap = getattr(args, "channels", None)
     opts = {}
@@ -79,8 +93,15 @@ def load_data(args, scenario) -> Measurement:
                 return rec.measurement()
     else:
         rec = read_recording(path, channels=cmap, **opts)
-    al = align_recording(rec, scenario.times, offset=getattr(args, "offset", 0.0),
+    offset = getattr(args, "offset", 0.0)
+    reference = None
+    if offset == "estimate":
+        if first_run is None:
+            raise InputError("--offset estimate needs a first simulation")
+        reference = first_run()
+    al = align_recording(rec, scenario.times, offset=offset, reference=reference,
                          method=getattr(args, "align", "auto"))
+    args.offset = al.offset
     print(f"{path}: {al.report()}", file=sys.stderr)
     return al.measurement
 

@@ -277,7 +277,9 @@ def identify_orders(args) -> int:
     data = speed = None
     if args.data is not None:
         from .measurement_cli import load_data, speed_trace
-        data, speed = load_data(args, scenario), speed_trace(args, scenario)
+        data = load_data(args, scenario, lambda: system.simulate(scenario,
+                                                                 params={**fixed, **start}))
+        speed = speed_trace(args, scenario)
     pb = order_problem(system, scenario, free=free, start=start, output=outputs[0],
                        orders=orders, band_rpm=tuple(band), step_rpm=step, params=fixed,
                        weights=args.order_weights or (), tracking=args.tracking,

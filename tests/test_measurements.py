@@ -444,3 +444,34 @@ def test_command_line_data_loading(tmp_path):
     assert parse_tacho("tacho:60") == ("tacho", 60)
     with pytest.raises(InputError, match="CHANNEL:PULSES_PER_REVOLUTION"):
         parse_tacho("tacho")
+
+
+def test_command_line_identifies_with_an_estimated_offset(tmp_path, capsys):
+    """A free decay recorded at 10 kHz in a European CSV (mm/s^2, ms, decimal comma, units
+    row) with 50 ms of pre-trigger at rest; the file's clock runs 62.3 ms ahead of the model.
+    --offset estimate cross-correlates with a first simulation at the start values (c 39, true
+    40): the offset to a tenth of a 1 ms step (the recording's 0.1 ms resolution of the
+    release), then c and d to 1e-4 and 1e-3."""
+    import json
+
+    import symdae
+    from symdae.cli import main
+
+    model, _ = symdae.load_model("oscillator")
+    truth = model.compile().simulate(symdae.Scenario(t_end=2.5, h=1e-4, alpha=-0.1))
+    pre = -1e-4 * np.arange(500, 0, -1)
+    t = np.concatenate([pre, truth.t]) + 0.0623
+    a = np.concatenate([0 * pre, truth.outputs["a"]])
+    rows = [f"{1e3 * ti:.4f};{1e3 * ai:.6f}".replace(".", ",") for ti, ai in zip(t, a)]
+    path = _write(tmp_path / "decay.csv", "\n".join(["# free decay", "Zeit;Beschl",
+                                                      "ms;mm/s^2"] + rows), "utf-8-sig")
+    out = tmp_path / "out"
+    assert main(["identify", "oscillator", "--free", "c,d", "--start", "c=39", "--start",
+                 "d=0.45", "--h", "1e-3", "--t-end", "2", "--outputs", "a", "--quiet",
+                 "--data", str(path), "--channels", "a=Beschl", "--offset", "estimate",
+                 "--out-dir", str(out)]) == 0
+    err = capsys.readouterr().err
+    offset = float(re.search(r"time offset ([0-9.e-]+) s \(estimated", err).group(1))
+    assert abs(offset - 0.0623) <= 2e-4
+    found = json.loads((out / "report.json").read_text())["result"]["identified"]
+    assert abs(found["c"] / 40 - 1) < 1e-4 and abs(found["d"] / 0.4 - 1) < 1e-3
