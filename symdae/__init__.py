@@ -37,8 +37,13 @@ _export("symdae.simulation.system", "System")
 _export("symdae.simulation.scenario", "Scenario")
 _export("symdae.simulation.trajectory", "Trajectory")
 _export("symdae.simulation.sensitivity", "adjoint_gradient", "tangent", "TangentResult")
-# data: measurements
+# data: measurements, test-bench recordings (file formats and dialects), channel maps with
+# units, alignment with the simulation grid
 _export("symdae.data.measurement", "Measurement")
+_export("symdae.data.readers", "Channel", "Recording", "read_recording")
+_export("symdae.data.units", "ChannelMap", "ChannelSpec", "unit_factor")
+_export("symdae.data.alignment", "Alignment", "AlignmentWarning", "OffsetEstimate",
+        "align_channel", "align_recording", "estimate_offset")
 # analysis: POD, linearisation and natural modes
 _export("symdae.analysis.pod", "pod", "PODResult", "ModeSpectrum", "PODModeError", "PODWarning")
 _export("symdae.analysis.linear", "linearise", "natural_modes", "NaturalModes")
@@ -48,6 +53,7 @@ _export("symdae.costs.time_domain", "LeastSquares", "OutputIntegral")
 _export("symdae.costs.fourier", "Window", "Line", "Spectrum", "fourier_coefficients")
 _export("symdae.costs.frequency", "FourierCost")
 _export("symdae.costs.orders", "RunUp", "OrderAnalysis", "OrderCost", "OrderCurves")
+_export("symdae.costs.order_tracking", "SpeedTrace", "AngleWindow")
 _export("symdae.costs.pod", "PODCost")
 # identification: experiments, optimisers, grid search, statistics, Monte Carlo
 _export("symdae.identification.experiment", "Experiment", "Evaluation", "evaluate_many")
@@ -80,4 +86,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 from ..model.files import load_model
-from ..simulation.compile import compile_model
 from ..simulation.backends.base import SCHEMES
+from ..simulation.compile import compile_model
 from ..simulation.scenario import Scenario
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]

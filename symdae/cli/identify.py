@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import frequency, orders
+from . import frequency, measurement, orders
 from . import pod as cli_pod
 from .common import assignment, bound, load, names, scenario_args
 
@@ -61,6 +61,7 @@ def add_parser(sub) -> None:
     cli_pod.add_arguments(p)
     frequency.add_frequency_options(p, time_domain=run)
     orders.add_order_options(p)
+    measurement.add_measurement_options(p)      # --channels, --offset, --tacho, ...
 
 
 def run(args) -> int:
@@ -69,6 +70,7 @@ def run(args) -> int:
     from ..identification.experiment import Experiment
     from ..identification.identify import identify
     from ..plots.base import plot_convergence, plot_fit
+    from .measurement import load_data
 
     model, ns, system, scenario, out = load(args)
     fixed = dict(args.param)
@@ -86,7 +88,8 @@ def run(args) -> int:
 
     truth = None
     if args.data is not None:
-        data = Measurement.from_csv(args.data, time_column=args.time_column)
+        data = load_data(args, scenario, lambda: system.simulate(scenario, params={**fixed,
+                                                                                 **start}))
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or \
             [c for c in data.values if c in model.output_names]
         data_info = {"source": str(args.data), "synthetic": False}

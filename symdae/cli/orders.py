@@ -73,11 +73,16 @@ def add_order_options(parser) -> None:
     parser.set_defaults(func=run)
 
 
-def analysis_speeds(runup, step: float, cycles: int = 2) -> np.ndarray:
+def analysis_speeds(runup, step: float, cycles: int = 2, domain: str = "time") -> np.ndarray:
     """Speed points every ``step`` rpm over the whole ramp whose windows fit inside it."""
     lo, hi = sorted((runup.n0, runup.n1))
     grid = np.arange(math.ceil(lo / step) * step, hi + 1e-9, step)
-    return np.array([n for n in grid if runup.fits(n, cycles)])
+    from ..costs.order_tracking import angle_window_fits
+
+    def fits(n):
+        return angle_window_fits(runup, n, cycles)[0] if domain == "angle" else \
+            runup.fits(n, cycles)
+    return np.array([n for n in grid if fits(n)])
 
 
 @dataclass
@@ -113,7 +118,8 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
                   orders: Sequence[float], band_rpm: tuple, step_rpm: float,
                   params: Mapping | None = None, weights: Sequence[float] = (),
                   tracking: str = "frequency", kind: str = "power", data=None,
-                  data_params: Mapping | None = None) -> OrderProblem:
+                  data_params: Mapping | None = None, runup=None,
+                  domain: str = "time") -> OrderProblem:
     """Set up an order identification. ``params``: fixed parameters of the model (the ramp's
     n0, n1, t0, t1 among them or nominal); ``data``: a Measurement, or None for synthetic
     data from the nominal values with ``params`` and ``data_params`` on top."""
@@ -124,9 +130,9 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
     model = system.model
     params = dict(params or {})
     values = dict(zip(model.parameter_names, model.nominal_values)) | params
-    runup = RunUp.of(values)
+    runup = runup or RunUp.of(values)         # a measured SpeedTrace, else the model's ramp
     analysis = OrderAnalysis.over_band(runup, band_rpm, step_rpm, orders, weights=weights,
-                                       tracking=tracking)
+                                       tracking=tracking, domain=domain)
     truth = None
     if data is None:
         true_params = {**params, **dict(data_params or {})}
@@ -145,8 +151,9 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
 def _curves(pb: OrderProblem, runs: Mapping, orders, step: float) -> tuple:
     from ..costs.orders import OrderAnalysis
 
-    shown = OrderAnalysis(pb.runup, tuple(analysis_speeds(pb.runup, step)), tuple(orders),
-                          tracking=pb.analysis.tracking)
+    domain = pb.analysis.domain
+    shown = OrderAnalysis(pb.runup, tuple(analysis_speeds(pb.runup, step, domain=domain)),
+                          tuple(orders), tracking=pb.analysis.tracking, domain=domain)
     t = pb.data.t
     out = {"data": shown.curves(t, pb.data.values[pb.output], what="the data")}
     for label, tr in runs.items():
@@ -236,7 +243,6 @@ def _changes(shown, curves, orders, fitted) -> dict:
 # ---------------------------------------------------------------------------- the command
 def identify_orders(args) -> int:
     """The ``--domain orders`` branch of ``symdae identify`` (see the module docstring)."""
-    from ..data.measurement import Measurement
     from ..errors import InputError, UnknownNameError
 
     model, ns, system, scenario, out = load(args)
@@ -269,13 +275,17 @@ def identify_orders(args) -> int:
                          "ORDERS and BAND_RPM in the model file)")
     step = args.speed_step or ns.get(prefix + "SPEED_STEP_RPM", 25.0)
     outputs = args.outputs or list(ns.get("OUTPUTS", [])) or model.output_names[:1]
-    data = None
+    data = speed = None
     if args.data is not None:
-        data = Measurement.from_csv(args.data, time_column=args.time_column)
+        from .measurement import load_data, speed_trace
+        data = load_data(args, scenario, lambda: system.simulate(scenario,
+                                                                 params={**fixed, **start}))
+        speed = speed_trace(args, scenario)
     pb = order_problem(system, scenario, free=free, start=start, output=outputs[0],
                        orders=orders, band_rpm=tuple(band), step_rpm=step, params=fixed,
                        weights=args.order_weights or (), tracking=args.tracking,
-                       kind=args.kind, data=data, data_params=dict(args.data_param))
+                       kind=args.kind, data=data, data_params=dict(args.data_param),
+                       runup=speed, domain=args.order_domain)
     if data is None:
         pb.data.to_csv(out / "data.csv")
         pb.data_info["source"] = str(out / "data.csv")

@@ -16,6 +16,9 @@ map y -> (A, B) is fixed by the prescribed ramp, never by the simulated speed, s
 adjoint gradient stay exact. Optional angle-domain tracking replaces 2 pi i n_s t by i theta(t),
 theta the prescribed angle of the ramp: it removes the chirp within a window (the phase error
 (1/2) (d omega_i/dt) (2/n)^2 of the fixed frequency, 0.085 rad at 300 rpm/s, order 6, 4000 rpm).
+``domain="angle"`` also takes the window in crank angle (d theta weights), which keeps the orders
+orthogonal during a ramp, and a measured speed (tacho or speed channel) can replace the ramp:
+:mod:`symdae.costs.order_tracking`.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from ..errors import DataError, InputError
 from .fourier import Line, Spectrum, Window, analysis_lines, fourier_map
 from .fourier import finite_number as _number
 from .frequency import FourierCost
+from .order_tracking import DOMAINS, angle_window, angle_window_fits
 
 __all__ = ["RunUp", "OrderAnalysis", "OrderCurves", "OrderCost", "TRACKING"]
 
@@ -153,7 +157,11 @@ class OrderAnalysis:
     ``speeds`` in rpm; ``orders`` (e.g. (6,) or (2, 4, 6, 8)); ``weights`` rho per order;
     ``tracking``: ``"frequency"`` (the paper: cos(2 pi i n_s t)) or ``"angle"``
     (cos(i theta(t)) with the ramp's prescribed angle); ``shape``/``gain`` of the window
-    (Hann with g_c = 2 by default). Build with :meth:`over_band`.
+    (Hann with g_c = 2 by default); ``domain``: ``"time"`` (the window in time) or
+    ``"angle"`` (the window in crank angle with d theta weights, which keeps the orders
+    orthogonal during a ramp; implies angle tracking; see
+    :mod:`symdae.costs.order_tracking`). ``runup``: a :class:`RunUp` or a measured
+    :class:`~symdae.costs.order_tracking.SpeedTrace`. Build with :meth:`over_band`.
     """
 
     runup: RunUp
@@ -164,6 +172,7 @@ class OrderAnalysis:
     cycles: int = 2
     shape: object = "hann"
     gain: float | None = None
+    domain: str = "time"
 
     def __post_init__(self):
         speeds = tuple(_number(n, "speed point") for n in np.atleast_1d(self.speeds))
@@ -180,12 +189,20 @@ class OrderAnalysis:
             raise InputError(f"order weights must be >= 0, got {list(weights)}")
         if self.tracking not in TRACKING:
             raise InputError(f"tracking must be one of {TRACKING}, got {self.tracking!r}")
+        if self.domain not in DOMAINS:
+            raise InputError(f"domain must be one of {DOMAINS}, got {self.domain!r}")
+        if self.domain == "angle":      # a window in angle has the angle's phase
+            object.__setattr__(self, "tracking", "angle")
         if isinstance(self.cycles, bool) or int(self.cycles) != self.cycles or self.cycles < 1:
             raise InputError(f"cycles must be a whole number >= 1, got {self.cycles!r}")
         r = self.runup
         for n in speeds:
-            if not r.fits(n, self.cycles):
-                t_l, t_u = r.window(n, self.cycles)
+            if self.domain == "angle":
+                ok, (t_l, t_u) = angle_window_fits(r, n, int(self.cycles))
+            else:
+                ok = r.fits(n, self.cycles)
+                t_l, t_u = r.window(n, self.cycles) if not ok else (0.0, 0.0)
+            if not ok:
                 raise InputError(f"the window of speed point {n:g} rpm, [{t_l:.6g}, {t_u:.6g}] "
                                  f"s, reaches outside the ramp [{r.t0:g}, {r.t1:g}] s: choose "
                                  "the band inside the run-up")
@@ -212,6 +229,9 @@ class OrderAnalysis:
 
     def windows(self) -> list:
         """One :class:`Window` per speed point with one :class:`Line` per order."""
+        if self.domain == "angle":
+            return [angle_window(self.runup, n, self.orders, self.weights, self.cycles,
+                                 self.shape, self.gain) for n in self.speeds]
         out = []
         for n in self.speeds:
             t_l, t_u = self.runup.window(n, self.cycles)
@@ -242,8 +262,8 @@ class OrderAnalysis:
         return {"runup": {"n0_rpm": r.n0, "n1_rpm": r.n1, "t0": r.t0, "t1": r.t1},
                 "speeds_rpm": list(self.speeds), "orders": list(self.orders),
                 "weights": list(self.weights), "tracking": self.tracking,
-                "cycles": self.cycles, "window": str(self.shape),
-                "windows_s": [list(self.runup.window(n, self.cycles)) for n in self.speeds]}
+                "cycles": self.cycles, "window": str(self.shape), "domain": self.domain,
+                "windows_s": [[w.start, w.end] for w in self.windows()]}
 
 
 class OrderCost(FourierCost):

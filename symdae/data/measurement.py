@@ -79,7 +79,8 @@ class Measurement:
         path = Path(path)
         if not path.is_file():
             raise DataError(f"data file {str(path)!r} does not exist")
-        with open(path, newline="") as fh:
+        # utf-8-sig: spreadsheets write a byte order mark (symdae.data.readers reads other dialects)
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             # keep each row's line number in the file for the error messages
             rows = [(k, r) for k, r in enumerate(csv.reader(fh), start=1)
                     if r and not (len(r) == 1 and not r[0].strip())]
