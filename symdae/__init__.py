@@ -86,3 +86,8 @@ __all__ += [
 from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: E402
 
 __all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]
+
+# models from sympy.physics.mechanics: System, KanesMethod, LagrangesMethod -> Model
+from .mechanics import MechanicsError, from_mechanics  # noqa: E402
+
+__all__ += ["from_mechanics", "MechanicsError"]
