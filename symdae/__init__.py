@@ -88,6 +88,7 @@ from .costs.orders import OrderAnalysis, OrderCost, OrderCurves, RunUp  # noqa: 
 __all__ += ["RunUp", "OrderAnalysis", "OrderCost", "OrderCurves"]
 
 # models from sympy.physics.mechanics: System, KanesMethod, LagrangesMethod -> Model
-from .mechanics import MechanicsError, from_mechanics  # noqa: E402
+from .errors import MechanicsError  # noqa: E402
+from .mechanics import from_mechanics  # noqa: E402
 
 __all__ += ["from_mechanics", "MechanicsError"]

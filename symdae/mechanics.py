@@ -23,29 +23,25 @@ them. How each object becomes that form:
   generalized forces sum F . dv/dq' (+ T . dw/dq'), its ``hol_coneqs`` the constraints.
 
 Nonholonomic constraints (and velocity constraints that are not the time derivatives of the
-holonomic ones) are refused with a :class:`~symdae.errors.ModelError`: symdae has no place for
+holonomic ones) are refused with a :class:`~symdae.errors.MechanicsError` (a ModelError): symdae has no place for
 them, and dropping them would give another mechanism.
 """
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import sympy as sp
-from sympy.physics.mechanics import (KanesMethod, LagrangesMethod, Point,
-                                     ReferenceFrame, System, dynamicsymbols)
+from sympy.physics.mechanics import (KanesMethod, LagrangesMethod, Point, ReferenceFrame,
+                                     System, dynamicsymbols)
 from sympy.physics.mechanics.joint import Joint
 from sympy.physics.vector import Vector
 
-from .errors import ModelError, UndeclaredSymbolError
+from .errors import MechanicsError, UndeclaredSymbolError
 from .model import Model
 
-__all__ = ["from_mechanics", "MechanicsError", "SpeedMap", "speed_map", "simplify_trig"]
-
-
-class MechanicsError(ModelError):
-    """A sympy.physics.mechanics object that cannot become a symdae model (names the part)."""
+__all__ = ["SpeedMap", "from_mechanics", "simplify_trig", "speed_map"]
 
 
 # ---------------------------------------------------------------------------- the object
@@ -420,8 +416,8 @@ def from_mechanics(obj, *, name: str | None = None, parameters: Mapping | None =
     outs = {key: _output_expr(v, smap, f"output {key!r}") for key, v in (outputs or {}).items()}
     init = {_initial_key(k, mech, smap): _output_expr(v, smap, f"initial value of {k}")
             for k, v in (initial_state or {}).items()}
-    common = dict(constraints=holonomic, parameters=parameters, inputs=inputs, outputs=outs,
-                  initial_state=init, multipliers=multipliers)
+    common = {"constraints": holonomic, "parameters": parameters, "inputs": inputs,
+              "outputs": outs, "initial_state": init, "multipliers": multipliers}
     label = name or "mechanics"
     try:
         if mech.lagrangian is not None:

@@ -32,7 +32,7 @@ from symdae import LeastSquares, MechanicsError, UndeclaredSymbolError, from_mec
 from symdae.sensitivity import adjoint_gradient, tangent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-import four_bar_joints as fourbar  # noqa: E402  (the bundled model file, for build_system)
+import four_bar_joints as fourbar
 
 t = dynamicsymbols._t
 q1, q2 = dynamicsymbols("q1 q2")
@@ -81,12 +81,12 @@ def pendulum_model(system=None, tip=None, joints=None, **kw) -> symdae.Model:
                           outputs=outputs, initial_state=init, **kw)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pendulum_system():
     return pendulum_model().compile()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fourbar_system():
     model, ns = symdae.load_model("four_bar_joints")
     return model.compile(), ns
