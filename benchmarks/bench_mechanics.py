@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import sympy as sp
 from _common import machine_line
 from sympy.physics.mechanics import (PinJoint, Point, PrismaticJoint, ReferenceFrame, RigidBody,

@@ -9,22 +9,31 @@ so the conversion keeps every coordinate the object declares, independent and de
 keeps the holonomic constraints (loop closures) as index-3 constraints instead of eliminating
 them. How each object becomes that form:
 
-* ``System`` and ``KanesMethod``: Kane's equations are formed again with *every* speed
-  independent and no constraint. That is the unconstrained motion in all coordinates; the
-  constraint forces then enter as C_q^T lam, which is exactly what symdae adds. The
-  kinematic differential equations must be linear, u = A(q, t) q' + b(q, t) with A
-  invertible; Kane's equations in u (M_u u' = f_u) become, with the partial velocities in q'
-  being A^T times those in u,
+* ``System`` with u = q' (the joints' default): Kane's equations with every speed independent
+  and no constraint, that is the unconstrained motion in all coordinates (the constraint
+  forces then enter as C_q^T lam, which is exactly what symdae adds), formed in inertial
+  components: the frames' rotations are built joint by joint from the fixed frame with the
+  angle sums collapsed at each step, the mass centers' positions from the fixed point, and
+
+      M = sum m J^T J + Jw^T I_N Jw,  Q = loads - sum m J^T a_rest - Jw^T (d/dt I_N w)_rest
+
+  (J = dr/dq, Jw = dw/dq', "rest" with q'' = 0). Nothing multiplies a chain of rotations out,
+  so long chains stay small.
+* ``KanesMethod`` (or a System whose points or frames cannot be placed that way): Kane's
+  equations formed by SymPy with every speed independent and no constraint. The kinematic
+  differential equations must be linear, u = A(q, t) q' + b(q, t) with A invertible; Kane's
+  equations in u (M_u u' = f_u) become, with the partial velocities in q' being A^T times
+  those in u,
 
       A^T M_u A q'' = A^T (f_u - M_u (A' q' + b'))        (u, u' replaced by A q' + b)
 
-  and, for the joints' default u = q', simply M_u q'' = f_u with u -> q'.
+  and, for u = q', simply M_u q'' = f_u with u -> q'.
 * ``LagrangesMethod``: its Lagrangian goes to symdae's ``lagrangian=`` path, its loads become
   generalized forces sum F . dv/dq' (+ T . dw/dq'), its ``hol_coneqs`` the constraints.
 
 Nonholonomic constraints (and velocity constraints that are not the time derivatives of the
-holonomic ones) are refused with a :class:`~symdae.errors.MechanicsError` (a ModelError): symdae has no place for
-them, and dropping them would give another mechanism.
+holonomic ones) are refused with a :class:`~symdae.errors.MechanicsError` (a ModelError):
+symdae has no place for them, and dropping them would give another mechanism.
 """
 from __future__ import annotations
 
@@ -87,7 +96,8 @@ def _from_system(obj: System) -> Mechanics:
         raise MechanicsError(f"the System's equations cannot be formed: {exc}") from exc
     loads = tuple(obj.loads) + tuple(load for act in obj.actuators for load in act.to_loads())
     mech = Mechanics("System", obj.frame, tuple(obj.q), tuple(obj.u), tuple(obj.kdes),
-                     tuple(obj.bodies), loads, tuple(obj.holonomic_constraints))
+                     tuple(obj.bodies), loads, tuple(obj.holonomic_constraints),
+                     extra={"fixed_point": obj.fixed_point})
     _check_velocity_constraints(mech, tuple(obj.velocity_constraints), "System")
     return mech
 
@@ -323,6 +333,121 @@ def _second_order(mech: Mechanics, smap: SpeedMap, simplify: bool):
     return M, Q
 
 
+class _NoPath(LookupError):
+    """A frame or point that the inertial-components route cannot place (falls back to Kane)."""
+
+
+def _neighbours(obj, attr: str):
+    # ReferenceFrame and Point keep their direct relations in these (stable) private dicts;
+    # no public accessor lists them
+    return list(getattr(obj, attr, {}).keys())
+
+
+def _frame_rotations(N: ReferenceFrame) -> dict:
+    """{frame: N.dcm(frame)} for every frame connected to N, built along the orientation tree
+    one joint at a time with the angle sums collapsed at each step: a chain of k frames then
+    costs k small simplifications instead of one product of k rotations."""
+    R = {N: sp.eye(3)}
+    todo = [N]
+    while todo:
+        F = todo.pop()
+        for G in _neighbours(F, "_dcm_dict"):
+            if G not in R:
+                R[G] = (R[F] * F.dcm(G)).applyfunc(simplify_trig)
+                todo.append(G)
+    return R
+
+
+def _components(vec: Vector, R: dict) -> sp.Matrix:
+    """A vector's components in N, through the collapsed rotations."""
+    out = sp.zeros(3, 1)
+    for comps, frame in vec.args:
+        if frame not in R:
+            raise _NoPath(frame)
+        out += R[frame] * comps
+    return out.applyfunc(simplify_trig)
+
+
+def _point_positions(O: Point, R: dict) -> dict:
+    """{point: its position from O in N components} along the position tree."""
+    pos = {O: sp.zeros(3, 1)}
+    todo = [O]
+    while todo:
+        P = todo.pop()
+        for X in _neighbours(P, "_pos_dict"):
+            if X not in pos:
+                pos[X] = pos[P] + _components(X.pos_from(P), R)
+                todo.append(X)
+    return pos
+
+
+def _inertial_equations(mech: Mechanics, smap: SpeedMap, O: Point):
+    """M and Q (q, q'; u = q' assumed by the caller) from positions, angular velocities and
+    inertias in inertial components:
+
+        M = sum m J^T J + Jw^T I_N Jw,
+        Q = sum_loads (J_P^T F + Jw^T T) - sum m J^T a_rest - Jw^T (d/dt I_N w)_rest,
+
+    J = dr/dq, Jw = dw/dq', "rest" = with q'' = 0. Kane's equations in the same quantities,
+    but nothing multiplies a chain of rotations out, so long chains stay small.
+    """
+    from sympy.physics.mechanics import Particle
+
+    t = dynamicsymbols._t
+    qd = sp.Matrix([q.diff(t) for q in mech.q])
+    no_qdd = {q.diff(t, 2): 0 for q in mech.q}
+    R = _frame_rotations(mech.frame)
+    pos = _point_positions(O, R)
+    n = len(mech.q)
+    M, Q = sp.zeros(n, n), sp.zeros(n, 1)
+
+    def place(P):
+        if P not in pos:
+            raise _NoPath(P)
+        return pos[P]
+
+    def omega(F):
+        return _components(F.ang_vel_in(mech.frame), R).applyfunc(smap.to_qdot)
+
+    for body in mech.bodies:
+        v = place(body.masscenter).diff(t)
+        J = v.jacobian(qd)
+        M += body.mass * J.T * J
+        Q -= body.mass * J.T * v.diff(t).xreplace(no_qdd)
+        if isinstance(body, Particle):
+            continue
+        F = body.frame
+        if F not in R:
+            raise _NoPath(F)
+        w = omega(F)
+        Jw = w.jacobian(qd)
+        I_N = (R[F] * body.central_inertia.to_matrix(F) * R[F].T).applyfunc(simplify_trig)
+        M += Jw.T * I_N * Jw
+        Q -= Jw.T * (I_N * w).diff(t).xreplace(no_qdd)
+    for where, vec in ((load[0], load[1]) for load in mech.loads):
+        force = _components(vec, R).applyfunc(smap.to_qdot)
+        if isinstance(where, Point):
+            Q += place(where).diff(t).jacobian(qd).T * force
+        elif isinstance(where, ReferenceFrame):
+            Q += omega(where).jacobian(qd).T * force
+        else:
+            raise MechanicsError(f"a load acts on {where!r}, neither a Point nor a "
+                                 "ReferenceFrame")
+    return M, Q
+
+
+def _equations(mech: Mechanics, smap: SpeedMap, simplify: bool):
+    """M, Q of a System or KanesMethod: in inertial components where every body and load can
+    be placed from the System's fixed point (u = q'), by Kane's method otherwise."""
+    O = mech.extra.get("fixed_point")
+    if O is not None and smap.is_identity and simplify:
+        try:
+            return _inertial_equations(mech, smap, O)
+        except _NoPath:
+            pass
+    return _second_order(mech, smap, simplify)
+
+
 def generalized_forces(frame: ReferenceFrame, q: tuple, loads: tuple) -> list:
     """Q_i = sum F . dv/dq'_i + T . dw/dq'_i over the loads (forces at points, torques on
     frames), the velocities in q' (as LagrangesMethod forms them)."""
@@ -423,7 +548,7 @@ def from_mechanics(obj, *, name: str | None = None, parameters: Mapping | None =
         if mech.lagrangian is not None:
             Q = generalized_forces(mech.frame, mech.q, mech.loads) if mech.loads else None
             return Model(label, mech.q, lagrangian=mech.lagrangian, forces=Q, **common)
-        M, Q = _second_order(mech, smap, simplify)
+        M, Q = _equations(mech, smap, simplify)
         return Model(label, mech.q, mass_matrix=M, forces=Q, **common)
     except UndeclaredSymbolError as exc:
         raise UndeclaredSymbolError(exc.symbols, f"{exc.where} of the model formed from the "
