@@ -418,6 +418,15 @@ def test_velocity_constraint_that_is_holonomic_is_accepted():
     kane = system.eom_method
     model = from_mechanics(kane, parameters=fourbar.model.parameters)
     assert model.m == 2 and model.n == 3
+    # Kane's method by SymPy (this KanesMethod) and the inertial-components route (the
+    # bundled model, from the System) agree: spring, damper, motor, gravity, inertia
+    ref = fourbar.model
+    q3 = dynamicsymbols("q3")
+    point = {q1: 0.3, q2: 1.1, q3: -2.0, q1.diff(t): 0.7, q2.diff(t): -0.4,
+             q3.diff(t): 1.3, **ref.parameters}
+    for x, y in ((model.mass_matrix, ref.mass_matrix), (model.forces, ref.forces)):
+        diff = np.array((sp.Matrix(x) - sp.Matrix(y)).subs(point), float)
+        assert np.max(np.abs(diff)) < 1e-12
 
 
 def test_vector_output_is_refused():
