@@ -119,4 +119,4 @@ model = symdae.from_mechanics(
 START = {"k": 100.0, "dk": 2.5}
 FREE = list(START)
 OUTPUTS = ["theta_rocker", "omega_crank"]
-SCENARIO = symdae.Scenario(t_end=2.0, h=1e-3, alpha=-0.1)
+SCENARIO = symdae.Scenario(t_end=2.0, h=2e-3, alpha=-0.3)
