@@ -217,10 +217,9 @@ class SpeedMap:
 
     @property
     def is_identity(self) -> bool:
-        """True for the joints' default u = q' (up to the order of the speeds)."""
-        return self.b.is_zero_matrix and all(
-            sum(1 for x in self.A.row(i) if x != 0) == 1 and sum(self.A.row(i)) == 1
-            for i in range(self.A.rows))
+        """True for the joints' default u_i = q_i' in the coordinates' order (a permutation
+        goes through the general transformation, which reorders Kane's rows)."""
+        return self.b.is_zero_matrix and self.A == sp.eye(self.A.rows)
 
     def speeds(self) -> dict:
         """{u_i: its expression in q, q', t}."""

@@ -442,3 +442,17 @@ def test_system_that_cannot_be_formed():
     system.q_dep = [q2]            # a dependent coordinate without a holonomic constraint
     with pytest.raises(MechanicsError, match="cannot be formed"):
         from_mechanics(system, parameters=PEND)
+
+
+def test_speeds_in_another_order_than_the_coordinates():
+    """u = (q2', q1'): Kane's rows are in the speeds' order; the model's must be in q's."""
+    N = ReferenceFrame("N")
+    O = Point("O")
+    O.set_vel(N, 0)
+    P = O.locatenew("P", q1 * N.x + q2 * N.y)
+    P.set_vel(N, u2 * N.x + u1 * N.y)
+    kane = KanesMethod(N, [q1, q2], [u1, u2], kd_eqs=[u1 - q2.diff(t), u2 - q1.diff(t)],
+                       bodies=[Particle("p", P, m1)], forcelist=[(P, -m1 * g * N.y)])
+    model = from_mechanics(kane, parameters=PEND)
+    assert sp.simplify(model.mass_matrix - sp.diag(m1, m1)) == sp.zeros(2, 2)
+    assert sp.simplify(model.forces - sp.Matrix([0, -m1 * g])) == sp.zeros(2, 1)
