@@ -23,12 +23,14 @@ def _export(module: str, *names: str) -> None:
 # errors: one hierarchy
 _export("symdae.errors", "SymdaeError", "ModelError", "UndeclaredSymbolError", "BuildError",
         "SimulationError", "InconsistentInitialStateError", "SingularMatrixError",
-        "NewtonError", "DataError", "InputError", "UnknownNameError", "NotIdentifiableError")
+        "NewtonError", "DataError", "InputError", "UnknownNameError", "NotIdentifiableError",
+        "MechanicsError")
 # model: definition, derivation, code generation, model files
 _export("symdae.model.definition", "Model")
 _export("symdae.model.derivation", "derive", "DerivedSystem")
 _export("symdae.model.emit", "emit_cython")
 _export("symdae.model.files", "load_model", "bundled_models")
+_export("symdae.model.mechanics", "from_mechanics")
 # build: the content-hashed compile cache
 _export("symdae.build.cache", "default_cache_dir")
 # simulation: compile, run, differentiate

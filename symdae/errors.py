@@ -27,6 +27,10 @@ class UndeclaredSymbolError(ModelError):
         )
 
 
+class MechanicsError(ModelError):
+    """A sympy.physics.mechanics object that cannot become a symdae model (names the part)."""
+
+
 class InputError(SymdaeError, ValueError):
     """A run-time argument is invalid (time grid, alpha, parameter or input values)."""
 
