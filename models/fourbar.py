@@ -73,7 +73,7 @@ model = symdae.Model(
     initial_state={th1: th10, th2: a20 - th10, th3: a3_0 - a20},
 )
 
-SCENARIO = {"t_end": 2.0, "h": 2e-3, "alpha": -0.1}
+SCENARIO = {"t_end": 2.0, "h": 2e-3, "alpha": -0.3}
 OUTPUTS = ["rocker", "omega"]
 FREE = ["k", "d"]
 START = {"k": 40.0, "d": 3.0}

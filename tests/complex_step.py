@@ -52,19 +52,29 @@ class ComplexSweeps:
                                "outputs")}
         self.out_jac = _lambdify(ds, list(ds.Sx) + list(ds.Sp))
 
-    def run(self, t, alpha, p, U, x0, dx0, D):
+    def run(self, t, alpha, p, U, x0, dx0, D, scheme="hht-paper"):
         """(outputs s (N+1, n_s), states x (N+1, nx), S (N+1, n_s, nd)) for complex U.
 
         x0 = (q0, v0, a0, lam0) and dx0 = (dq0, dv0, da0, dlam0) (each (size, nd)) are the
-        real initial state and sensitivities (U_0 is not perturbed)."""
+        real initial state and sensitivities (U_0 is not perturbed). ``scheme``: hht-paper
+        (eq. 15: a is the Newmark acceleration) or hht-ga (the equations of motion at t_{i+1}
+        for a, the Newmark formulas on w_{i+1} = (1 + alpha) a_{i+1} - alpha a_i, w_0 = a_0)."""
         sz = self.sizes
         n, m, N, h = sz.n, sz.m, t.size - 1, t[1] - t[0]
         beta, gam = 0.25 * (1 - alpha) ** 2, 0.5 - alpha
-        cM, ap, s, gh = 1 / (1 + alpha), alpha / (1 + alpha), beta * h * h, gam * h
+        ga = scheme == "hht-ga"
+        # q_{i+1} = q_i + h v_i + h^2 ((1/2 - beta) w_i + beta w_{i+1}), v likewise; with
+        # w_{i+1} = f a_{i+1} + e a_i (hht-paper: f = 1, e = 0, w = a)
+        f, e = (1 + alpha, -alpha) if ga else (1.0, 0.0)
+        cM, ap = (1.0, 0.0) if ga else (1 / (1 + alpha), alpha / (1 + alpha))
+        s, gh = f * beta * h * h, f * gam * h
         ca, cv1 = h * h * (0.5 - beta), h * (1 - gam)
+        cq, cvq = e * beta * h * h, e * gam * h
         kw = np.array([cM, s, gh])
         X = np.zeros((N + 1, sz.nx), dtype=complex)
         X[0] = np.concatenate(x0)
+        W = np.zeros((N + 1, n), dtype=complex)
+        W[0] = x0[2]
 
         def parts(x):
             return x[:n], x[n:2 * n], x[2 * n:3 * n], x[3 * n:]
@@ -72,7 +82,7 @@ class ComplexSweeps:
         for i in range(N):
             q, v, a, lam = parts(X[i])
             g0 = self.f["residual"](t[i], q, v, a, lam, p, U[i])[n:2 * n]
-            qh, vh = q + h * v + ca * a, v + cv1 * a
+            qh, vh = q + h * v + ca * W[i] + cq * a, v + cv1 * W[i] + cvq * a
             y = np.concatenate([a, lam])
             done = 0
             for _ in range(60):
@@ -90,10 +100,13 @@ class ComplexSweeps:
                 if done >= 2:
                     break
             X[i + 1] = np.concatenate([qh + s * y[:n], vh + gh * y[:n], y])
+            W[i + 1] = f * y[:n] + e * a
         # tangent
         nd = D.shape[1]
         Sig = np.zeros((N + 1, nd, sz.nx), dtype=complex)
         Sig[0] = np.concatenate([np.asarray(d).T for d in dx0], axis=1)
+        dW = np.zeros((N + 1, nd, n), dtype=complex)
+        dW[0] = Sig[0][:, 2 * n:3 * n]
 
         def blocks(i):
             st = (t[i], *parts(X[i]), p, U[i])
@@ -107,13 +120,14 @@ class ComplexSweeps:
             J1, P1, K1 = blocks(i + 1)
             dq, dv, da, dl = Sig[i][:, :n], Sig[i][:, n:2 * n], Sig[i][:, 2 * n:3 * n], \
                 Sig[i][:, 3 * n:]
-            qh, vh = dq + h * dv + ca * da, dv + cv1 * da
+            qh, vh = dq + h * dv + ca * dW[i] + cq * da, dv + cv1 * dW[i] + cvq * da
             dyn = (qh @ (cM * J1["JM"] + J1["JG"]).T + vh @ J1["GV"].T
                    - ap * (dq @ J0["JG"].T + dv @ J0["GV"].T + dl @ J0["Cq"])
                    + ((cM * P1["PM"] + P1["PG"] - ap * P0["PG"]) @ D).T)
             con = (qh @ J1["Cq"].T + (P1["PC"] @ D).T) / s
             r = np.linalg.solve(K1, np.concatenate([dyn, con], axis=1).T).T
             Sig[i + 1] = np.concatenate([qh - s * r[:, :n], vh - gh * r[:, :n], -r], axis=1)
+            dW[i + 1] = -f * r[:, :n] + e * da
             J0, P0 = J1, P1
         s_out = np.zeros((N + 1, sz.n_s), dtype=complex)
         S = np.zeros((N + 1, sz.n_s, nd), dtype=complex)

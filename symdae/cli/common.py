@@ -54,7 +54,7 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: SCENARIO, "
                                                "else -0.1)")
     p.add_argument("--scheme", choices=sorted(SCHEMES),
-                   help="integration scheme (default: SCENARIO, else hht-paper): hht-ga, the "
+                   help="integration scheme (default: SCENARIO, else hht-ga): hht-ga, the "
                    "generalized-alpha form with HHT's parameters, is second order also when "
                    "the mass matrix depends on q; hht-paper is the paper's eq. (15)")
     p.add_argument("--param", "-p", action="append", type=assignment, default=[],

@@ -16,12 +16,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import InputError
-from .backends.base import SCHEMES, Grid
+from .backends.base import DEFAULT_SCHEME, SCHEMES, Grid
 
 __all__ = ["Scenario", "DEFAULT_ALPHA", "physical_memory"]
 
 DEFAULT_ALPHA = -0.1
-DEFAULT_SCHEME = "hht-paper"
 MAX_STEPS = 2**40  # beyond any memory: refused before the grid is even counted in detail
 
 
@@ -61,9 +60,10 @@ class Scenario:
         q0, v0 must satisfy the constraints to ``init_tol``, unless ``project`` projects them
         (minimum-norm correction; no sensitivities through a projection).
     scheme:
-        ``"hht-paper"`` (default): the discrete-adjoint paper's eq. (15); ``"hht-ga"``: the
-        generalized-alpha form with HHT's parameters (alpha_m = 0, alpha_f = -alpha), second
-        order also when the mass matrix depends on q (symdae/simulation/core/scheme.pxd).
+        ``"hht-ga"`` (default): the generalized-alpha form with HHT's parameters (alpha_m = 0,
+        alpha_f = -alpha), second order also when the mass matrix depends on q;
+        ``"hht-paper"``: the discrete-adjoint paper's eq. (15), which reproduces the papers'
+        numbers (symdae/simulation/core/scheme.pxd).
     """
 
     t_end: float

@@ -8,7 +8,7 @@ rectangular and a Hann window:
 
 * adjoint = tangent-linear sweep contracted with dJ/dS, to TLM_TOL (1e-10) norm-wise in
   log-parameter scaling (g_k |p_k|), and per parameter with a meaningful sensitivity;
-* central finite differences: with relative steps 1e-3 and 5e-4 every parameter whose FD error
+* central finite differences: with relative steps 5e-4 and 2.5e-4 every parameter whose FD error
   is above RICH_FLOOR of the gradient norm shows it falling by a factor in RATIO (4 for the
   O(delta^2) truncation error) when the step is halved; with the case's small step (1e-4 to
   2.5e-6, where the truncation error has fallen below FD_TOL but J's round-off noise does not
@@ -89,7 +89,7 @@ class Sweeps:
 
 
 def steps(case: Case) -> tuple:
-    return (1e-3, 5e-4, case.fd)
+    return (5e-4, 2.5e-4, case.fd)
 
 
 @functools.lru_cache(maxsize=None)

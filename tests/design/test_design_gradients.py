@@ -70,8 +70,8 @@ def systems():
     return out
 
 
-def scenario(alpha, n_steps=160, h=2e-3):
-    return symdae.Scenario(t_end=n_steps * h, h=h, alpha=alpha, rtol=1e-14)
+def scenario(alpha, n_steps=160, h=2e-3, scheme="hht-paper"):
+    return symdae.Scenario(t_end=n_steps * h, h=h, alpha=alpha, rtol=1e-14, scheme=scheme)
 
 
 def start_input(t, seed):
@@ -81,9 +81,9 @@ def start_input(t, seed):
     return f
 
 
-def problem(system, name, alpha, crit, with_end, **kw):
+def problem(system, name, alpha, crit, with_end, scheme="hht-paper", **kw):
     free, outputs, end, inp = CASES[name]
-    sc = scenario(alpha)
+    sc = scenario(alpha, scheme=scheme)
     return DesignProblem(system, sc, free, outputs, start_input={inp: start_input(sc.times, 3)},
                          criterion=crit, end=end if with_end else None,
                          noise=None if len(outputs) == 1 else {outputs[0]: 1.0,
@@ -98,7 +98,7 @@ def complex_run(prob: DesignProblem, cs: ComplexSweeps, U, dU):
     x0 = traj._sweep.x0
     dx0 = (tg.dq[0], tg.dv[0], tg.da[0], tg.dlam[0])
     return cs.run(prob.t, prob.scenario.alpha, prob.p, U + 1j * EPS_CS * dU,
-                  (x0.q, x0.v, x0.a, x0.lam), dx0, tg.D)
+                  (x0.q, x0.v, x0.a, x0.lam), dx0, tg.D, prob.scenario.scheme)
 
 
 def complex_psi(prob: DesignProblem, run):
@@ -119,15 +119,16 @@ def direction(N, seed):
     return d
 
 
-@pytest.mark.parametrize("alpha", [0.0, -0.3])
+@pytest.mark.parametrize("alpha, scheme", [(0.0, "hht-paper"), (-0.3, "hht-paper"),
+                                           (-0.3, "hht-ga")])
 @pytest.mark.parametrize("name", list(CASES))
-def test_design_gradient_against_complex_step_and_differences(systems, name, alpha):
+def test_design_gradient_against_complex_step_and_differences(systems, name, alpha, scheme):
     _, system, cs = systems[name]
     report = []
     run = None
     for crit in CRITERIA:
         for with_end in (False, True):
-            prob = problem(system, name, alpha, crit, with_end)
+            prob = problem(system, name, alpha, crit, with_end, scheme)
             U = prob.U_start
             ev = prob.evaluate(U)
             assert np.all(ev.gradient[0] == 0.0)              # U_0 is not a design variable
@@ -155,15 +156,16 @@ def test_design_gradient_against_complex_step_and_differences(systems, name, alp
                     f"{d:.1e} {f:.1e}" for c, e, a, b, d, f in report))
 
 
+@pytest.mark.parametrize("scheme", ["hht-paper", "hht-ga"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_compiled_sweep_equals_the_numpy_oracle(systems, name):
+def test_compiled_sweep_equals_the_numpy_oracle(systems, name, scheme):
     model, system, _ = systems[name]
     numpy_system = symdae.compile_model(model, backend="numpy")
-    prob = problem(system, name, -0.1, "D", True)
+    prob = problem(system, name, -0.1, "D", True, scheme)
     U = prob.U_start.copy()
     U[1:] += 0.2 * direction(prob.N, 5)[1:]
     a = prob.evaluate(U).gradient
-    prob_np = problem(numpy_system, name, -0.1, "D", True)
+    prob_np = problem(numpy_system, name, -0.1, "D", True, scheme)
     b = prob_np.evaluate(U).gradient
     assert np.max(np.abs(a - b)) <= 1e-11 * np.max(np.abs(b))
 

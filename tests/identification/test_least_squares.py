@@ -122,7 +122,13 @@ def test_bounds_with_trust_region_gauss_newton(osc_experiment):
     fixed = Experiment(osc_experiment.system, osc_experiment.cost, osc_experiment.scenario,
                        params={"c": 35.0})
     alone = identify(fixed, ["d"], {"d": 0.6}, method="least_squares", progress=False)
-    assert res.values["d"] == pytest.approx(alone.values["d"], rel=1e-8)
+    # J (about 97 at c = 35) is flat in d: both runs stop where it changes by < 1e-15
+    # relative, which leaves d to a few 1e-8 (measured 7e-9 with hht-paper, 6e-8 with
+    # hht-ga); at that point d is stationary: |dJ/dd| d / J below 1e-7 (measured 3e-8)
+    assert res.values["d"] == pytest.approx(alone.values["d"], rel=2e-7)
+    ev = fixed.evaluate({"d": res.values["d"]}, gradient=True)
+    d_index = fixed.system.model.parameter_names.index("d")
+    assert abs(ev.gradient[d_index]) * res.values["d"] <= 1e-7 * ev.cost
 
 
 def test_progress_lines_and_callable(osc_experiment, capsys):

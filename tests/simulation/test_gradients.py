@@ -360,7 +360,8 @@ def test_paper_matrices_follow_from_eq15(alpha):
 
 def oscillator_run(alpha, v0):
     system = compiled("oscillator")
-    sim = {} if v0 is None else {"v0": [v0]}
+    # the paper's eqs. (9), (11) and (20) differentiate eq. (15)
+    sim = {"scheme": "hht-paper"} if v0 is None else {"v0": [v0], "scheme": "hht-paper"}
     T = OSC_N * OSC_H
     traj = system.simulate(t_end=T, h=OSC_H, alpha=alpha, params=OSC, store_factorizations=True, **sim)
     # "measured" accelerations: a run with other c, d, q_init (residuals far from zero)

@@ -10,8 +10,8 @@
 3. hht-ga's derivative sweeps are exact for it: adjoint = tangent to round-off, central
    finite differences to their truncation error, on both backends; the NumPy backend
    reproduces the compiled sweeps.
-4. An unknown scheme, and input design on hht-ga (its sweep exists for hht-paper only), are
-   refused with errors that name the option.
+4. An unknown scheme is refused with an error that names the option and the choices. (The
+   input-design sweep on either scheme: tests/design/test_design_gradients.py.)
 
 ``pytest tests/simulation/test_schemes.py -s`` prints the measured errors and orders.
 """
@@ -238,14 +238,3 @@ def test_an_unknown_scheme_is_named():
     with pytest.raises(InputError, match=r"scheme must be one of \['hht-ga', 'hht-paper'\], "
                                          r"got 'newmark'"):
         Scenario(t_end=1.0, h=0.01, scheme="newmark")
-
-
-def test_input_design_refuses_hht_ga_with_the_option_named():
-    from symdae.design.gradients import input_gradient
-    model, ns = symdae.load_model("two_mass_oscillator")
-    system = symdae.compile_model(model)
-    sc = Scenario.make(ns["SCENARIO"]).replace(scheme="hht-ga")
-    sc = sc.replace(t_end=sc.t0 + 50 * sc.h)
-    tr = system.simulate(sc, store_factorizations=True)
-    with pytest.raises(InputError, match="scheme 'hht-paper' only.*scheme='hht-ga'"):
-        input_gradient(system, tr, np.zeros((len(tr.t), system.sizes.n_s)))

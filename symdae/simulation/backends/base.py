@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
-           "AdjointResult", "STATUSES", "SCHEMES", "scheme_code"]
+           "AdjointResult", "STATUSES", "SCHEMES", "DEFAULT_SCHEME", "scheme_code"]
 
 STATUSES = ("ok", "newton_failed", "singular", "not_finite")
 # the schemes of the HHT family (symdae/simulation/core/scheme.pxd) and their codes in the core:
@@ -62,6 +62,7 @@ STATUSES = ("ok", "newton_failed", "singular", "not_finite")
 # hht-paper, the discrete-adjoint paper's eq. (15) (first order when M depends on q and
 # alpha < 0; the same numbers as hht-ga when M is constant)
 SCHEMES = {"hht-ga": 1, "hht-paper": 0}
+DEFAULT_SCHEME = "hht-ga"
 
 
 def scheme_code(name: str) -> int:
@@ -78,7 +79,7 @@ class Grid(NamedTuple):
     N: int
     alpha: float
     i0: int = 0
-    scheme: str = "hht-paper"
+    scheme: str = DEFAULT_SCHEME
 
 
 @dataclass(frozen=True)

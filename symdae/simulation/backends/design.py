@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from .base import ForwardResult, SweepReport, TangentArrays
+from .base import ForwardResult, SweepReport, TangentArrays, scheme_code
 
 __all__ = ["DesignSweepResult", "design_adjoint"]
 
@@ -58,10 +58,6 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
     """Validate the arrays and run the backend's reverse-over-tangent sweep (see the module
     docstring for the contract)."""
     sz, N = backend.sizes, fwd.grid.N
-    if fwd.grid.scheme != "hht-paper":
-        raise InputError(f"the input-design sweep exists for scheme 'hht-paper' only, the "
-                         f"trajectory was computed with scheme={fwd.grid.scheme!r}: simulate "
-                         "with Scenario(..., scheme='hht-paper') for input design")
     if getattr(fwd.grid, "i0", 0) != 0:
         raise InputError("the design sweep takes a whole trajectory from t0 (grid index 0), "
                          "not a segment of a checkpointed run")
@@ -89,7 +85,7 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
     lapack = getattr(backend, "_lapack", contextlib.nullcontext)   # one BLAS thread if LAPACK
     with lapack():
         rep = _design.design_adjoint(
-            backend.module, g.t0, g.h, N, g.alpha, p, _padded(fwd.U), _padded(fwd.q),
+            backend.module, g.t0, g.h, N, g.alpha, scheme_code(g.scheme), p, _padded(fwd.U), _padded(fwd.q),
             _padded(fwd.v), _padded(fwd.a), _padded(fwd.lam), *saved, DT,
             *(_padded(np.asarray(x, dtype=float)) for x in
               (tangents.dq, tangents.dv, tangents.da, tangents.dlam)),

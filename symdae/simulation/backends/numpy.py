@@ -74,7 +74,7 @@ class Scheme:
     q_{i+1} = qhat + s a_{i+1}, v_{i+1} = vhat + gh a_{i+1}, w_{i+1} = ry a_{i+1} + rp a_i,
     R_dyn = cM Ma + g - ap g_i, R_con = C / s."""
 
-    def __init__(self, h: float, alpha: float, name: str = "hht-paper"):
+    def __init__(self, h: float, alpha: float, name: str):
         beta, gam, f = 0.25 * (1.0 - alpha) ** 2, 0.5 - alpha, 1.0 + alpha
         self.h, self.name = h, name
         self.ca, self.cv1 = h * h * (0.5 - beta), h * (1.0 - gam)

@@ -39,7 +39,7 @@ def design_adjoint_numpy(backend: NumpyBackend, fwd: ForwardResult, D: np.ndarra
                          dPsi_x: np.ndarray) -> np.ndarray:
     """ubar (N+1, n_u): dPsi/dU_i for i = 1..N (see symdae.simulation.backends.design)."""
     sz, g = backend.sizes, fwd.grid
-    c, n, N, nd = Scheme(g.h, g.alpha), sz.n, g.N, D.shape[1]
+    c, n, N, nd = Scheme.of(g), sz.n, g.N, D.shape[1]
     nx = sz.nx
     ujac = _input_jacobians(backend)
     sig = np.concatenate([tangents.dq, tangents.dv, tangents.da, tangents.dlam], axis=2)
@@ -60,28 +60,30 @@ def design_adjoint_numpy(backend: NumpyBackend, fwd: ForwardResult, D: np.ndarra
         t, q, v, a, lam, p, u = at(i)
         return backend._output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)[0]
 
-    def reverse(Xb, J1, K1, J0):
-        """Xb (k, nx) adjoints of x_i -> (adjoints of x_{i-1}, multipliers R (k, nm))."""
+    def reverse(Xb, Wb, J1, K1, J0):
+        """Xb (k, nx), Wb (k, n): adjoints of x_i and of its algorithmic acceleration ->
+        (the same of x_{i-1}, multipliers R (k, nm))."""
         qb, vb, ab, lb = Xb[:, :n], Xb[:, n:2 * n], Xb[:, 2 * n:3 * n], Xb[:, 3 * n:]
-        mu = np.concatenate([ab + c.s * qb + c.gh * vb, lb], axis=1)
+        mu = np.concatenate([ab + c.ry * Wb + c.s * qb + c.gh * vb, lb], axis=1)
         R = -np.linalg.solve(K1.T, mu.T).T
         rd, rc = R[:, :n], R[:, n:]
         qhb = qb + rd @ (c.cM * J1["JM"] + J1["JG"]) + rc @ J1["Cq"] / c.s
         vhb = vb + rd @ J1["GV"]
         prev = np.concatenate([qhb - c.ap * rd @ J0["JG"],
                                c.h * qhb + vhb - c.ap * rd @ J0["GV"],
-                               c.ca * qhb + c.cv1 * vhb,
+                               c.cq * qhb + c.cvq * vhb + c.rp * Wb,
                                -c.ap * rd @ J0["Cq"].T], axis=1)
-        return prev, R
+        return prev, c.ca * qhb + c.cv1 * vhb, R
 
     Sx = sx(N)
     Xr = np.einsum("kj,kx->jx", dPsi_S[N], Sx)          # (nd, nx)
     Xp = dPsi_x[N] + Sx.T @ dPsi_s[N]
     rd_r, rd_p = np.zeros((nd, n)), np.zeros(n)
+    Wr, Wp = np.zeros((nd, n)), np.zeros((1, n))
     J1, K1 = blocks(N)
     for i in range(N, 0, -1):
         J0, K0 = blocks(i - 1)
-        Xr, Rr = reverse(Xr, J1, K1, J0)
+        Xr, Wr, Rr = reverse(Xr, Wr, J1, K1, J0)
         hvp = np.zeros(nx + sz.n_u)
         for j in range(nd):
             w = pack_weights("state_hvp", sz, wM=c.cM * Rr[j, :n],
@@ -89,7 +91,7 @@ def design_adjoint_numpy(backend: NumpyBackend, fwd: ForwardResult, D: np.ndarra
                              wS=dPsi_S[i, :, j], dx=sig[i, j], dp=D[:, j])
             hvp += backend._k("state_hvp", *at(i), w)
         rd_r = Rr[:, :n]
-        Xp, Rp = reverse((Xp + hvp[:nx])[None, :], J1, K1, J0)
+        Xp, Wp, Rp = reverse((Xp + hvp[:nx])[None, :], Wp, J1, K1, J0)
         Xp, rp = Xp[0], Rp[0]
         UM, UG, UC, Su = ujac(*at(i))
         ubar[i] = (hvp[nx:] + UM.T @ (c.cM * rp[:n]) + UG.T @ (rp[:n] - c.ap * rd_p)

@@ -40,7 +40,7 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
-from symdae.simulation.core.scheme cimport (HHT_PAPER, Scheme, scheme, call, zero_call, time_terms, Arena,
+from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena,
                                  arena_allocate, arena_check)
 from symdae.simulation.core.newton cimport factor_into
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
@@ -93,7 +93,7 @@ cdef inline void add_output_source(const symdae_model* km, const symdae_args* x,
             return
 
 
-def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alpha,
+def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alpha, int kind,
                    const double[::1] p, const double[:, ::1] U,
                    const double[:, ::1] Q, const double[:, ::1] V, const double[:, ::1] A,
                    const double[:, ::1] L, object LU, object PIV, object TAU,
@@ -102,7 +102,8 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                    const double[:, :, ::1] dL, const double[:, :, ::1] dPsiS,
                    const double[:, ::1] dPsis, const double[:, ::1] dPsix,
                    double[:, ::1] ubar, const int[::1] order):
-    """Reverse-over-tangent sweep (design.pxd) over a forward trajectory and its tangents.
+    """Reverse-over-tangent sweep (design.pxd) of scheme ``kind`` (scheme.pxd) over a forward
+    trajectory and its tangents.
 
     DT (nd, n_p): parameter directions; dQ, dV, dA, dL (N+1, nd, size): the tangents; dPsiS
     (N+1, nd, n_s): dPsi/dS; dPsis (N+1, n_s): dPsi/ds; dPsix (N+1, 3n + m): dPsi/dx; every
@@ -118,8 +119,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef int nd = <int>DT.shape[0], j, k, pivot = 0
     cdef int nwh = 2 * n + m + ns + nx + n_p          # state_hvp weights
     cdef int nwi = 2 * n + m + ns                     # input_vjp weights
-    # the sweep differentiates hht-paper (the Python layer refuses the other scheme)
-    cdef Scheme c = scheme(h, alpha, HHT_PAPER)
+    cdef Scheme c = scheme(h, alpha, kind)
     cdef bint stored = LU is not None
     cdef bint tau_stored = TAU is not None
     cdef double[:, :, ::1] LUv
