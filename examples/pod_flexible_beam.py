@@ -33,7 +33,7 @@ import symdae
 from symdae import Experiment, Measurement, PODCost, natural_modes, pod
 from symdae.costs.time_domain import LeastSquares
 from symdae.analysis.pod import PODWarning, mac
-from symdae.identification.identify.gridsearch import refine, scan
+from symdae.identification.gridsearch import refine, scan
 from symdae.plots.pod import (plot_pod_coefficients, plot_pod_modes, plot_pod_ratios,
                              plot_pod_spectra, plot_scan)
 
