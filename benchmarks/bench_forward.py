@@ -38,6 +38,7 @@ import numpy as np
 from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
+from symdae.simulation.backends.base import DEFAULT_SCHEME, scheme_code
 from symdae.simulation.core import _hht
 from symdae.simulation.initial import initial_state
 
@@ -89,6 +90,8 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
     L = np.empty((N + 1, m))
     S = np.zeros((N + 1, k.n_s))
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
+    W = A.copy()          # the algorithmic accelerations of the default scheme, w_0 = a_0
+    kind = scheme_code(DEFAULT_SCHEME)
     rtol, max_iter = float(_SIM_DEFAULTS["rtol"]), int(_SIM_DEFAULTS["max_iter"])
     counters = {}
 
@@ -96,7 +99,7 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
 
     def run():
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, dtype=np.intc)
-        rep = _hht.forward(k, t0, float(h), N, float(alpha), p, U, Q, V, A, L, S,
+        rep = _hht.forward(k, t0, float(h), N, float(alpha), kind, p, U, Q, V, A, W, L, S,
                            None, None, None, rtol, max_iter, 0, 0, noise, order, False)
         if rep["status"] != _hht.STATUS["OK"]:
             raise RuntimeError(f"bare sweep failed: {rep}")

@@ -77,7 +77,8 @@ def make_setup(folder: Path) -> Setup:
         raise RuntimeError(f"engine_mount parameters {model.parameter_names} are not the ones "
                            f"the C reference hard-codes {PARAMETER_NAMES}")
     system = symdae.compile_model(model)
-    sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4))
+    # the hand-written reference implements eq. (15): symdae runs the same scheme
+    sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4), scheme="hht-paper")
     data = system.simulate(sc).outputs["a1"].copy()
     cost = LeastSquares({"a1": data}, ["a1"], quadrature="left")
     start = dict(ns["START"])
@@ -156,7 +157,7 @@ def public_contenders(su: Setup) -> dict:
 def internal_contenders(su: Setup) -> dict:
     """The bare compiled sweeps and the Python pieces, called as System.simulate and
     adjoint_gradient call them (symdae internals: the compiled backend's core calls)."""
-    from symdae.simulation.backends.base import Grid
+    from symdae.simulation.backends.base import scheme_code
     from symdae.simulation.initial import init_adjoint, initial_state
 
     system, sc, cost = su.system, su.scenario, su.cost
@@ -169,7 +170,7 @@ def internal_contenders(su: Setup) -> dict:
     x0 = tr._sweep.x0
     p, U = fwd.p, fwd.U
     _, dS = cost.evaluate(system, tr)
-    grid = Grid(sc.t0, sc.h, N, sc.alpha)
+    grid = sc.grid()
     Q, V, A = (np.empty((N + 1, n)) for _ in range(3))
     L, S = np.empty((N + 1, m)), np.zeros((N + 1, sz.n_s))
     LU, PIV, TAU = np.empty((N + 1, nm, nm)), np.empty((N + 1, nm + 1), np.intc), \
@@ -179,8 +180,8 @@ def internal_contenders(su: Setup) -> dict:
     def forward(store):
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
         mats = (LU, PIV, TAU) if store else (None, None, None)
-        rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, p, U, Q, V, A, L, S, *mats, sc.rtol,
-                          sc.max_iter, 0, 0, noise, order, False)
+        rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), p, U, Q, V, A,
+                          A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False)
         if rep["status"] != 0:
             raise RuntimeError(f"bare forward sweep failed: {rep}")
 
