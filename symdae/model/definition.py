@@ -230,6 +230,10 @@ class Model:
         return [c.func.__name__ for c in self.coordinates]
 
     @property
+    def multiplier_names(self) -> list[str]:
+        return [str(s) for s in self.multipliers]
+
+    @property
     def parameter_names(self) -> list[str]:
         return [s.name for s in self.parameters]
 

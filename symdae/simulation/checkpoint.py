@@ -171,7 +171,8 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
                       outputs={name: S[:, j] for j, name in enumerate(system.model.output_names)},
                       counters=counters.as_dict(), params=dict(zip(system.model.parameter_names,
                                                                     p.tolist())),
-                      scenario=sc, coordinate_names=system.model.coordinate_names)
+                      scenario=sc, coordinate_names=system.model.coordinate_names,
+                      multiplier_names=system.model.multiplier_names)
     J, dS = cost.evaluate(system, traj)
     if not gradient:
         return GradientRun(float(J), None, traj, mplan, 0)

@@ -167,6 +167,7 @@ class System:
             counters=fwd.report.counters.as_dict(),
             params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
             coordinate_names=model.coordinate_names,
+            multiplier_names=model.multiplier_names,
             wall_time=time.perf_counter() - t_start, _sweep=SweepData(fwd, x0),
         )
 

@@ -39,6 +39,7 @@ class Trajectory:
     scenario: object
     coordinate_names: list
     wall_time: float = 0.0
+    multiplier_names: list | None = None   # the model's names (lambda_0, ... if None)
     _sweep: object = field(default=None, repr=False)  # data the sensitivity sweeps reuse
 
     @property
@@ -99,17 +100,23 @@ class Trajectory:
         return "\n".join(lines)
 
     def to_csv(self, path) -> Path:
-        """Write t, q, v, a, lam and the outputs as columns of a CSV file."""
+        """Write t, the states and the outputs as columns of a CSV file.
+
+        States are named by kind and name, ``q:x``, ``v:x``, ``a:x`` and ``lambda:<multiplier>``,
+        outputs by their names alone: every column is unambiguous, an output may be named like
+        a coordinate, and the file reads back as data (``--data``) with its outputs found by
+        name."""
         path = Path(path)
         names = ["t"]
         cols = [self.t]
         q, v, a, lam = self._states()
-        for arr, kind in ((q, ""), (v, "_dot"), (a, "_ddot")):
+        for arr, kind in ((q, "q"), (v, "v"), (a, "a")):
             for k, nm in enumerate(self.coordinate_names):
-                names.append(nm + kind)
+                names.append(f"{kind}:{nm}")
                 cols.append(arr[:, k])
+        mults = self.multiplier_names or [f"lambda_{k}" for k in range(lam.shape[1])]
         for k in range(lam.shape[1]):
-            names.append(f"lambda_{k}")
+            names.append(f"lambda:{mults[k]}")
             cols.append(lam[:, k])
         for nm, s in self.outputs.items():
             names.append(nm)

@@ -17,7 +17,10 @@ def test_simulate_writes_csv_plot_and_summary(tmp_path, capsys):
     assert rc == 0
     with open(out / "trajectory.csv") as fh:
         rows = list(csv.reader(fh))
-    assert rows[0][:3] == ["t", "x", "y"] and len(rows) == 502
+    assert rows[0][:3] == ["t", "q:x", "q:y"] and len(rows) == 502
+    # states by kind and name, multipliers by their declared names, outputs by theirs
+    assert {"v:x", "a:y", "lambda:lambda", "x", "vy", "ax"} <= set(rows[0])
+    assert len(set(rows[0])) == len(rows[0])
     x, y = np.array([[float(r[1]), float(r[2])] for r in rows[1:]]).T
     assert np.max(np.abs(np.hypot(x, y) - 0.9)) < 1e-12     # the -p override took effect
     assert (out / "outputs.png").stat().st_size > 1000
