@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
-           "AdjointResult", "STATUSES", "SCHEMES", "DEFAULT_SCHEME", "scheme_code"]
+           "AdjointResult", "STATUSES", "SCHEMES", "DEFAULT_SCHEME", "scheme_code", "start_w"]
 
 STATUSES = ("ok", "newton_failed", "singular", "not_finite")
 # the schemes of the HHT family (symdae/simulation/core/scheme.pxd) and their codes in the core:
@@ -63,6 +63,12 @@ STATUSES = ("ok", "newton_failed", "singular", "not_finite")
 # alpha < 0; the same numbers as hht-ga when M is constant)
 SCHEMES = {"hht-ga": 1, "hht-paper": 0}
 DEFAULT_SCHEME = "hht-ga"
+
+
+def start_w(x0):
+    """The algorithmic acceleration of a start state (q, v, a, lam[, w]) or of its tangents:
+    its w, or a at the start of a run (w_0 = a_0)."""
+    return x0[4] if len(x0) > 4 else x0[2]
 
 
 def scheme_code(name: str) -> int:

@@ -14,7 +14,6 @@ from ...errors import InputError
 from ...model.kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
 from ...threads import one_blas_thread
 from .base import (
-    scheme_code,
     STATUSES,
     AdjointResult,
     Counters,
@@ -23,6 +22,8 @@ from .base import (
     Restart,
     SweepReport,
     TangentArrays,
+    scheme_code,
+    start_w,
 )
 
 __all__ = ["CompiledBackend", "core_available"]
@@ -58,7 +59,7 @@ def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0) -> np.ndarray:
     if grid.scheme == "hht-paper":
         return A
     W = np.zeros_like(A)
-    w0 = np.asarray(x0[4] if len(x0) > 4 else x0[2], dtype=float)
+    w0 = np.asarray(start_w(x0), dtype=float)
     W[row][..., :w0.shape[-1]] = w0
     return W
 

@@ -26,6 +26,7 @@ from .base import (
     Restart,
     SweepReport,
     TangentArrays,
+    start_w,
 )
 
 __all__ = ["NumpyBackend", "lambdify_flat"]
@@ -154,7 +155,7 @@ class NumpyBackend:
         L = np.empty((rows, m))
         S = np.zeros((rows, sz.n_s))
         Q[first], V[first], A[first], L[first] = x0[:4]
-        W[first] = x0[4] if len(x0) > 4 else x0[2]
+        W[first] = start_w(x0)
         noise = None
         if restart is not None:
             A[:first], L[:first] = restart.history[:, :n], restart.history[:, n:]
@@ -299,7 +300,7 @@ class NumpyBackend:
         dS = np.zeros((N + 1, nd, sz.n_s))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0] = x0
-        dW[0] = dx0[4] if len(dx0) > 4 else dx0[2]
+        dW[0] = start_w(dx0)
 
         def outputs(i):
             t, q, v, a, lam, p, u = self._at(fwd, i)
