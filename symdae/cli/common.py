@@ -50,6 +50,9 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
                                  "file defining `model`")
     p.add_argument("--t-end", type=float, help="end time in s (default: the model file's "
                                                "SCENARIO, else 1.0)")
+    p.add_argument("--t0", type=float, help="start time in s, where the model's initial state "
+                                            "holds (default: SCENARIO, else 0); measured data "
+                                            "are compared on [t0, t_end]")
     p.add_argument("--h", type=float, help="fixed time step in s (default: SCENARIO, else 1e-3)")
     p.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: SCENARIO, "
                                                "else -0.1)")
@@ -75,8 +78,8 @@ def number_range(text: str) -> tuple[float, float]:
 def load(args):
     """Model, model-file namespace, System, Scenario and output folder of a command."""
     model, ns = load_model(args.model)
-    given = {k: v for k, v in (("t_end", args.t_end), ("h", args.h), ("alpha", args.alpha),
-                               ("scheme", args.scheme)) if v is not None}
+    given = {k: v for k, v in (("t_end", args.t_end), ("t0", args.t0), ("h", args.h),
+                               ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
     scenario = Scenario.make(base, **given)
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"

@@ -268,14 +268,14 @@ def _figures(pb: FrequencyProblem, result, runs, contrast, n_contour: int):
     out, first, free = pb.out, pb.outputs[0], pb.free
     shown = _display_analysis(pb.window, pb.band, 0.5 / pb.scenario.h)
     t = runs["start"].t
-    idx, measured = pb.data.align(t, first)
-    spectra = {"measured": fourier_coefficients(t[idx], measured, [shown]).amplitude}
+    where = pb.data.align(t, first)
+    spectra = {"measured": fourier_coefficients(where.t, where.values, [shown]).amplitude}
     for label, tr in runs.items():
         spectra[label] = fourier_coefficients(tr.t, tr.outputs[first], [shown]).amplitude
     files = [plot_spectra(shown.frequencies, spectra, pb.band, out / "spectra.png", first,
                           pb.window.frequencies),
-             plot_fit(t[idx], measured, {k: tr.outputs[first][idx] for k, tr in runs.items()},
-                      out / "time.png", first),
+             plot_fit(where.t, where.values, {k: where.at(tr.outputs[first])
+                                              for k, tr in runs.items()}, out / "time.png", first),
              plot_convergence(result, out / "convergence.png", reference=pb.truth)]
     grids = []
     if n_contour > 0 and len(free) == 2:

@@ -104,6 +104,13 @@ def run(args) -> int:
         data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": true_run.h,
                      "true_values": truth}
     cost = cli_pod.make_cost(args, data, outputs)
+    data_info["compared"] = compared = _coverage(cost, scenario)
+    for name, c in compared.items():
+        lo, hi = c["span"]
+        if lo > scenario.t0 + scenario.h or hi < scenario.t_end - scenario.h:
+            print(f"note: the data of {name!r} cover [{lo:g}, {hi:g}] s of [{scenario.t0:g}, "
+                  f"{scenario.t_end:g}] s; the cost compares there ({c['samples']} samples)",
+                  file=sys.stderr)
     exp = Experiment(system, cost, scenario, params=fixed, name=model.name)
     start, bounds, scan_info = cli_pod.search(args, exp, free, start, dict(args.bound), out)
     print(f"identifying {free} of {model.name} from {data_info['source']} "
@@ -130,9 +137,9 @@ def run(args) -> int:
     first = outputs[0]
     t0 = time.perf_counter()
     runs = {"start": exp.simulate(start), "identified": exp.simulate(result.values)}
-    idx, measured = data.align(runs["start"].t, first)
-    plot_fit(runs["start"].t[idx], measured,
-             {k: tr.outputs[first][idx] for k, tr in runs.items()}, out / "fit.png", first)
+    where = data.align(runs["start"].t, first)
+    plot_fit(where.t, where.values, {k: where.at(tr.outputs[first]) for k, tr in runs.items()},
+             out / "fit.png", first)
     print(result.summary())
     if truth is not None:
         worst = max(report["relative_error"].values())
@@ -140,3 +147,13 @@ def run(args) -> int:
     print(f"wrote {out / 'report.json'}, {out / 'convergence.png'}, {out / 'fit.png'} "
           f"({time.perf_counter() - t0:.2f} s for the plots)")
     return 0
+
+
+def _coverage(cost, scenario) -> dict:
+    """{output: samples compared, the interval they cover, how} of the least-squares terms."""
+    from ..identification.residuals import least_squares_terms
+
+    out = {}
+    for term in least_squares_terms(cost)[0]:
+        out.update(term.coverage(scenario.times))
+    return out

@@ -57,8 +57,10 @@ def add_measurement_options(parser) -> None:
                    "cross-correlating the first mapped channel with a simulation at the start "
                    "values")
     g.add_argument("--align", choices=METHODS, default="auto",
-                   help="how channels reach the grid: interpolate, resample (anti-aliased) or "
-                   "auto (resample channels more than 1.2 x faster than the grid)")
+                   help="how channels meet the grid: samples (compared at their own sample "
+                   "times, the model interpolated to them), interpolate (onto the grid), "
+                   "resample (anti-aliased decimation) or auto (resample channels more than "
+                   "1.2 x faster than the grid, else samples)")
     g.add_argument("--tacho", type=parse_tacho, metavar="CHANNEL:PPR",
                    help="engine orders: the crank angle from this tacho channel (pulses per "
                    "revolution) instead of the model's ramp")

@@ -40,7 +40,7 @@ from ..analysis.pod import (
     snapshots,
 )
 from ..analysis.quadrature import quadrature_weights
-from ..data.measurement import Measurement
+from ..data.measurement import GridSamples, Measurement
 from ..errors import DataError, InputError
 from .base import Cost
 
@@ -185,18 +185,16 @@ class PODCost(Cost):
         return self.data
 
     def data_pod(self, t_grid: np.ndarray):
-        """(grid indices, POD of the data on them) for a simulation grid (cached)."""
+        """(where the data samples lie on the grid, POD of the data) for a grid (cached)."""
         key = (float(t_grid[0]), float(t_grid[-1]), len(t_grid))
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
         source = self._signal_source()
         signals = list(self.outputs.values())
         if isinstance(source, Measurement):
-            cols, idx = [], None
-            for s in signals:
-                i, x = source.align(t_grid, s, self.align)
-                idx = i if idx is None else idx
-                cols.append(x)
+            # one sample-time set for all signals: a Measurement's signals share their times
+            aligned = [source.align(t_grid, s, self.align) for s in signals]
+            where, cols = aligned[0], [a.values for a in aligned]
         else:
             for s in signals:
                 if s not in source:
@@ -207,20 +205,21 @@ class PODCost(Cost):
                                     f"grid {len(t_grid)} samples: give one value per time "
                                     "step or a Measurement")
             _, _, Yd = snapshots({s: source[s] for s in signals}, signals, t_grid)
-            idx, cols = slice(None), list(Yd.T)
+            cols = list(Yd.T)
+            where = GridSamples(np.asarray(t_grid, dtype=float), cols[0], slice(None))
         Ybar = np.column_stack(cols)
-        t = t_grid[idx]
+        t = where.t
         mu = quadrature_weights(t, self.quadrature)
         result = pod_of_snapshots(t, signals, Ybar, mu, self.center, self.method)
         check_modes(result, self.modes, "the data")
-        self._cache = (key, (idx, result))
-        return idx, result
+        self._cache = (key, (where, result))
+        return where, result
 
     # ------------------------------------------------------------------ cost
     def evaluate(self, system, traj):
         cols = [self._column(system, o) for o in self.outputs]
-        idx, ref = self.data_pod(traj.t)
-        Y = np.column_stack([traj.outputs[o][idx] for o in self.outputs])
+        where, ref = self.data_pod(traj.t)
+        Y = np.column_stack([where.at(traj.outputs[o]) for o in self.outputs])
         mu = ref.weights
         mean = mu @ Y / np.sum(mu) if self.center else None
         if mean is not None:
@@ -231,14 +230,12 @@ class PODCost(Cost):
         if self.basis == "measured":
             G, J, rec = self._measured(Y, mu, ref, rho)
         else:
-            G, J, rec = self._simulated(Y, mu, ref, traj.t[idx], mean, rho)
+            G, J, rec = self._simulated(Y, mu, ref, where.t, mean, rho)
         if self.center:
             G -= np.outer(mu / np.sum(mu), G.sum(axis=0))
         dS = np.zeros((len(traj.t), system.sizes.n_s))
-        if isinstance(idx, slice):
-            dS[idx, cols] = G
-        else:
-            dS[np.ix_(idx, cols)] = G
+        for j, col in enumerate(cols):
+            where.scatter(G[:, j], dS[:, col])
         self.last = rec
         return J, dS
 

@@ -7,7 +7,7 @@ from typing import Mapping
 import numpy as np
 
 from ..analysis.quadrature import quadrature_weights
-from ..data.measurement import Measurement
+from ..data.measurement import GridSamples, Measurement
 from ..errors import DataError, InputError, UnknownNameError
 from .base import Cost
 
@@ -30,7 +30,14 @@ class LeastSquares(Cost):
     quadrature:
         ``"left"`` (eta_i = h, i = 0..N-1, the paper's choice), ``"trapezoid"``, ``"sum"``.
     align:
-        ``"auto"``, ``"match"`` (samples on grid points) or ``"interpolate"``.
+        How a :class:`Measurement`'s samples meet the grid (see :meth:`Measurement.align`):
+        ``"auto"`` (``"match"`` for samples on grid points, else ``"samples"``: the model's
+        outputs interpolated to the sample times, so the cost and its statistics count the
+        measured samples), ``"match"``, ``"samples"`` or ``"interpolate"`` (the data onto
+        every grid time).
+
+    The quadrature weights eta_i are those of the sample times (for samples off the grid:
+    their own spacing).
     """
 
     def __init__(self, data, outputs=None, weights: Mapping | None = None,
@@ -53,35 +60,51 @@ class LeastSquares(Cost):
         self.quadrature = quadrature
         self.align = align
 
-    def reference(self, traj, output: str):
-        """(grid indices, measured values there) for one fitted output."""
+    def reference(self, t_grid: np.ndarray, output: str) -> GridSamples:
+        """The data samples of one fitted output and where they lie on the grid ``t_grid``."""
         signal = self.outputs[output]
         if isinstance(self.data, Measurement):
-            return self.data.align(traj.t, signal, self.align)
+            return self.data.align(t_grid, signal, self.align)
         if signal not in self.data:
             raise DataError(f"no data for {signal!r}; data has {list(self.data)}")
         ref = np.asarray(self.data[signal], dtype=float)
-        if ref.shape != traj.t.shape:
+        if ref.shape != np.shape(t_grid):
             raise DataError(f"data for {signal!r} has shape {ref.shape}, the simulation grid "
-                            f"{traj.t.shape}: give one value per time step or a Measurement")
+                            f"{np.shape(t_grid)}: give one value per time step or a Measurement")
         bad = np.flatnonzero(~np.isfinite(ref))
         if bad.size:
             raise DataError(f"data for {signal!r} is NaN or infinite at sample {bad[0]}")
-        return slice(None), ref
+        return GridSamples(np.asarray(t_grid, dtype=float), ref, slice(None))
+
+    def coverage(self, t_grid: np.ndarray) -> dict:
+        """Per fitted output on the grid ``t_grid``: the samples compared (with weight > 0),
+        the interval [first, last] they cover and how they meet the grid, for reports."""
+        out = {}
+        for output in self.outputs:
+            where = self.reference(t_grid, output)
+            used = self.sample_weights(where, output) > 0
+            how = "grid values" if where.theta is None else "model interpolated to the samples"
+            out[output] = {"samples": int(np.count_nonzero(used)),
+                           "span": list(where.span), "comparison": how}
+        return out
+
+    def sample_weights(self, samples: GridSamples, output: str) -> np.ndarray:
+        """w_k eta_i of each sample of one fitted output."""
+        return float(self.weights.get(output, 1.0)) * \
+            quadrature_weights(samples.t, self.quadrature)
 
     def evaluate(self, system, traj):
         dS = np.zeros((len(traj.t), system.sizes.n_s))
         J = 0.0
         for output in self.outputs:
             col = self._column(system, output)
-            idx, ref = self.reference(traj, output)
-            eta = quadrature_weights(traj.t[idx], self.quadrature)
-            w = float(self.weights.get(output, 1.0))
-            r = traj.outputs[output][idx] - ref
+            samples = self.reference(traj.t, output)
+            weight = self.sample_weights(samples, output)
+            r = samples.at(traj.outputs[output]) - samples.values
             # an elementwise sum, not np.dot: a BLAS dot of >= 10 001 samples wakes OpenBLAS's
             # thread pool, which costs more than the sum (symdae/threads.py)
-            J += 0.5 * w * float(np.sum(eta * r * r))
-            dS[idx, col] += w * eta * r       # a slice or distinct grid indices
+            J += 0.5 * float(np.sum(weight * r * r))
+            samples.scatter(weight * r, dS[:, col])
         return J, dS
 
 

@@ -14,8 +14,13 @@ t_0 + k h from its own t = 0. With the time offset d (model time = file time - d
   exactly on the grid times. The filter reaches :data:`EDGE_STEPS` grid steps: a measurement
   that does not extend that far beyond the interval is continued by odd reflection and an
   :class:`AlignmentWarning` says so;
+* ``samples``: the channels keep their own sample times (shifted by the offset); the cost then
+  compares at those samples, with the model's outputs interpolated to them
+  (:meth:`Measurement.align`), so its statistics count the measured samples. The channels must
+  share their sample times; samples outside the identified interval are left out;
 * ``auto``: ``resample`` where the channel's rate is more than :data:`RESAMPLE_ABOVE` times the
-  grid's, else ``interpolate``.
+  grid's, else ``samples`` when every channel is kept at its samples and they share their
+  times, else ``interpolate``.
 
 The offset is given, or estimated by cross-correlating one channel with a first simulation
 (:func:`estimate_offset`: the discrete peak, refined to a small fraction of a step on the
@@ -47,7 +52,7 @@ RESAMPLE_ABOVE = 1.2
 # default beta = 5 leaves 5e-4 on a 20 Hz sine decimated from 10 kHz to 1 kHz)
 FILTER_WINDOW = ("kaiser", 10.0)
 EDGE_STEPS = 10      # grid steps at each end of a measurement that the filter's start-up reaches
-METHODS = ("auto", "interpolate", "resample")
+METHODS = ("auto", "samples", "interpolate", "resample")
 _TOL = 1e-9
 
 
@@ -58,7 +63,7 @@ class AlignmentWarning(UserWarning):
 @dataclass(frozen=True)
 class ChannelAlignment:
     """How one channel was put on the grid: ``method``, its ``rate`` and the grid's (Hz), the
-    decimation factor ``k`` of ``resample`` (1 for ``interpolate``) and the ``offset`` (s)."""
+    decimation factor ``k`` of ``resample`` (1 otherwise) and the ``offset`` (s)."""
 
     name: str
     method: str
@@ -104,6 +109,10 @@ class Alignment:
                f"(coefficient {self.estimate.correlation:.4f})" if self.estimate else "given")
         lines = [f"time offset {self.offset:.9g} s ({how}); model time = file time - offset"]
         for c in self.channels.values():
+            if c.method == "samples":
+                lines.append(f"  {c.name}: {c.rate:g} Hz, compared at its own samples (the "
+                             f"model interpolated from the {c.grid_rate:g} Hz grid)")
+                continue
             extra = f", decimated by {c.k} after a low-pass" if c.method == "resample" else ""
             lines.append(f"  {c.name}: {c.rate:g} Hz -> {c.grid_rate:g} Hz grid, "
                          f"{c.method}{extra}")
@@ -143,9 +152,11 @@ def _check_covers(ch: Channel, tm: np.ndarray, t: np.ndarray, h: float, offset: 
 
 def align_channel(channel: Channel, t_grid, *, offset: float = 0.0, method: str = "auto") \
         -> tuple[np.ndarray, ChannelAlignment]:
-    """The channel's values at the grid times and how they were obtained (see the module)."""
-    if method not in METHODS:
-        raise InputError(f"alignment method must be one of {METHODS}, got {method!r}")
+    """The channel's values at the grid times and how they were obtained (see the module;
+    ``samples`` is a choice for a whole recording: :func:`align_recording`)."""
+    if method not in METHODS or method == "samples":
+        raise InputError(f"alignment method of one channel must be one of "
+                         f"{[m for m in METHODS if m != 'samples']}, got {method!r}")
     t, h = _grid(t_grid)
     offset = float(offset)
     if not math.isfinite(offset):
@@ -276,11 +287,41 @@ def align_recording(recording: Recording, t_grid, *, offset: float | str = 0.0,
                              f"{offset!r}")
         estimate = _estimate(recording, t, reference, reference_channel, max_shift)
         offset = estimate.offset
+    kept = _at_samples(recording, t, float(offset), method)
+    if kept is not None:
+        return Alignment(*kept, float(offset), estimate)
     values, how = {}, {}
     for name, ch in recording.channels.items():
-        values[name], how[name] = align_channel(ch, t, offset=offset, method=method)
+        values[name], how[name] = align_channel(
+            ch, t, offset=offset, method="auto" if method == "samples" else method)
     return Alignment(Measurement(t.copy(), values, source=recording.source), how, float(offset),
                      estimate)
+
+
+def _at_samples(recording: Recording, t: np.ndarray, offset: float, method: str):
+    """(Measurement at the channels' own times, how) for ``samples`` (or ``auto`` where no
+    channel needs resampling and they share their times); None to align on the grid."""
+    if method not in ("samples", "auto"):
+        return None
+    h = float(t[1] - t[0])
+    fast = [n for n, c in recording.channels.items() if c.rate > RESAMPLE_ABOVE / h]
+    times = recording.common_times()
+    if method == "auto" and (fast or times is None):
+        return None
+    if times is None:
+        raise DataError(f"{recording.source}: align 'samples' needs channels that share their "
+                        "sample times; these have their own time bases: align 'auto' or "
+                        "'interpolate' puts them on the grid")
+    tm = times - offset
+    tol = _TOL * max(h, abs(float(t[-1])))
+    if tm[-1] < t[0] - tol or tm[0] > t[-1] + tol:
+        raise DataError(f"{recording.source}: the samples cover [{tm[0]:g}, {tm[-1]:g}] s of "
+                        f"model time (file time - offset {offset:g} s), none of the identified "
+                        f"interval [{t[0]:g}, {t[-1]:g}] s; correct the offset or the interval")
+    how = {n: ChannelAlignment(n, "samples", c.rate, 1.0 / h, 1, offset)
+           for n, c in recording.channels.items()}
+    values = {n: c.values.copy() for n, c in recording.channels.items()}
+    return Measurement(tm, values, source=recording.source), how
 
 
 def _estimate(recording: Recording, t: np.ndarray, reference, name: str | None,

@@ -10,9 +10,52 @@ import numpy as np
 
 from ..errors import DataError, InputError
 
-__all__ = ["Measurement", "ALIGN_MODES"]
+__all__ = ["Measurement", "GridSamples", "ALIGN_MODES"]
 
-ALIGN_MODES = ("auto", "interpolate", "match")
+ALIGN_MODES = ("auto", "samples", "interpolate", "match")
+_ON_GRID = 1e-9      # a sample within this fraction of a step of a grid time lies on it
+
+
+@dataclass(frozen=True)
+class GridSamples:
+    """The data samples of one signal and where they lie on a simulation grid.
+
+    The model's value at sample j is ``(1 - theta_j) s[index_j] + theta_j s[index_j + 1]``
+    (linear interpolation between the grid values around t_j); ``theta`` is None when every
+    sample lies on a grid time (``index`` then picks them: a slice when every grid time has
+    one). :meth:`at` applies this map to a grid array, :meth:`scatter` its transpose (the
+    derivative of a cost with respect to the grid values), so costs, gradients, Jacobians and
+    statistics all count the measured samples, however they lie on the grid.
+    """
+
+    t: np.ndarray
+    values: np.ndarray
+    index: np.ndarray | slice
+    theta: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def at(self, grid_values: np.ndarray) -> np.ndarray:
+        """The model's values at the sample times from its values on the grid (first axis)."""
+        x = np.asarray(grid_values)
+        if self.theta is None:
+            return x[self.index]
+        th = self.theta.reshape((-1,) + (1,) * (x.ndim - 1))
+        return (1.0 - th) * x[self.index] + th * x[self.index + 1]
+
+    def scatter(self, g: np.ndarray, out: np.ndarray) -> None:
+        """out += the transpose of :meth:`at` applied to ``g`` (one value per sample)."""
+        if self.theta is None:
+            out[self.index] += g            # a slice or distinct grid indices
+            return
+        np.add.at(out, self.index, (1.0 - self.theta) * g)
+        np.add.at(out, self.index + 1, self.theta * g)
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """(first, last) sample time."""
+        return float(self.t[0]), float(self.t[-1])
 
 
 def _as_times(t, source: str) -> np.ndarray:
@@ -122,45 +165,63 @@ class Measurement:
         return path
 
     # ------------------------------------------------------------------ alignment
-    def align(self, t_grid: np.ndarray, name: str, mode: str = "auto"):
-        """Put signal ``name`` on a simulation grid.
+    def align(self, t_grid: np.ndarray, name: str, mode: str = "auto") -> GridSamples:
+        """Where the samples of signal ``name`` lie on a simulation grid (a uniform ``t_grid``).
 
-        Returns (indices into the grid, values there); the indices are ``slice(None)`` when
-        every grid time has a sample (no fancy indexing on the hot path of a cost).
+        * ``samples``: the cost compares at every sample time inside the grid's span; the
+          model's outputs are interpolated linearly to those times (error O(h^2), the
+          integrator's order). Samples outside the span are left out: data may start after
+          t0 and end before t_end (the cost covers the overlap), or extend beyond them.
+        * ``match``: every sample time must be a grid time (within 1e-9 h); the cost uses
+          those grid points (samples outside the span are left out, as above).
+        * ``interpolate``: the data are interpolated linearly onto every grid time; the grid
+          must lie inside the sampled span. The interpolated values are correlated: a noise
+          model that counts them as independent samples overstates the information (use
+          ``samples`` for statistics).
+        * ``auto``: ``match`` if the sample times are grid times, else ``samples``.
 
-        * ``match``: every sample time must be a grid time (within 1e-9 h); the cost then
-          uses only those grid points, with the sample spacing as quadrature step.
-        * ``interpolate``: the signal is interpolated linearly onto every grid time; the grid
-          must lie inside the sampled span.
-        * ``auto``: ``match`` if the sample times are grid times, else ``interpolate``.
+        The quadrature step of each sample is its own spacing, so the cost approximates the
+        same time integral however the data are sampled.
         """
         if mode not in ALIGN_MODES:
             raise InputError(f"align must be one of {ALIGN_MODES}, got {mode!r}")
         if name not in self.values:
             raise DataError(f"{self.source}: no signal {name!r}; signals are "
                             f"{list(self.values)}")
+        t_grid = np.asarray(t_grid, dtype=float)
         x = self.values[name]
+        n = len(t_grid)
         h = float(t_grid[1] - t_grid[0])
         pos = (self.t - t_grid[0]) / h
         idx = np.rint(pos).astype(np.int64)
-        on_grid = bool(np.all(np.abs(pos - idx) <= 1e-9 * np.maximum(1.0, np.abs(pos))))
-        if mode == "match" or (mode == "auto" and on_grid):
-            if not on_grid:
-                k = int(np.argmax(np.abs(pos - idx)))
-                raise DataError(f"{self.source}: sample time {self.t[k]!r} of {name!r} is not "
-                                f"on the simulation grid (t0 = {t_grid[0]:g}, h = {h:g})")
-            out = (idx < 0) | (idx >= len(t_grid))
-            if np.any(out):
-                k = int(np.flatnonzero(out)[0])
-                raise DataError(f"{self.source}: sample time {self.t[k]:g} of {name!r} lies "
-                                f"outside the simulated span [{t_grid[0]:g}, {t_grid[-1]:g}]")
-            if len(idx) == len(t_grid) and idx[0] == 0:
-                return slice(None), x.copy()      # one sample per grid time, in order
-            return idx, x.copy()
-        lo, hi = t_grid[0], t_grid[-1]
-        tol = 1e-9 * h
-        if lo < self.t[0] - tol or hi > self.t[-1] + tol:
-            raise DataError(f"{self.source}: the simulated span [{lo:g}, {hi:g}] is not inside "
-                            f"the sampled span [{self.t[0]:g}, {self.t[-1]:g}] of {name!r}; "
-                            "shorten t_end or supply longer data")
-        return slice(None), np.interp(t_grid, self.t, x)
+        on_grid = np.abs(pos - idx) <= _ON_GRID * np.maximum(1.0, np.abs(pos))
+        if mode == "interpolate":
+            lo, hi = t_grid[0], t_grid[-1]
+            tol = _ON_GRID * h
+            if lo < self.t[0] - tol or hi > self.t[-1] + tol:
+                raise DataError(f"{self.source}: the simulated span [{lo:g}, {hi:g}] is not "
+                                f"inside the sampled span [{self.t[0]:g}, {self.t[-1]:g}] of "
+                                f"{name!r}; shorten t_end, supply longer data or align "
+                                "'samples'")
+            return GridSamples(t_grid.copy(), np.interp(t_grid, self.t, x), slice(None))
+        if mode == "match" and not np.all(on_grid):
+            k = int(np.flatnonzero(~on_grid)[0])
+            raise DataError(f"{self.source}: sample time {self.t[k]!r} of {name!r} is not on "
+                            f"the simulation grid (t0 = {t_grid[0]:g}, h = {h:g})")
+        inside = (pos >= -_ON_GRID) & (pos <= n - 1 + _ON_GRID * max(1.0, n - 1))
+        if not np.any(inside):
+            raise DataError(f"{self.source}: no sample of {name!r} lies in the simulated span "
+                            f"[{t_grid[0]:g}, {t_grid[-1]:g}] (samples cover "
+                            f"[{self.t[0]:g}, {self.t[-1]:g}]); correct t0 / t_end or the "
+                            "time offset")
+        t, values = self.t[inside], x[inside]
+        if np.all(on_grid[inside]):
+            i = idx[inside]
+            if len(i) == n and i[0] == 0:
+                return GridSamples(t.copy(), values.copy(), slice(None))   # every grid time
+            return GridSamples(t.copy(), values.copy(), i)
+        # the left grid node and the fraction of the step; a sample on the last grid time
+        # takes the last interval with theta = 1
+        p = np.clip(pos[inside], 0.0, n - 1)
+        left = np.minimum(np.floor(p).astype(np.int64), n - 2)
+        return GridSamples(t.copy(), values.copy(), left, p - left)

@@ -13,9 +13,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..analysis.quadrature import quadrature_weights
 from ..costs.base import CostSum
 from ..costs.time_domain import LeastSquares
+from ..data.measurement import GridSamples
 from ..errors import InputError, UnknownNameError
 from ..simulation.sensitivity import tangent
 
@@ -25,14 +25,15 @@ __all__ = ["ResidualBlock", "ExperimentResiduals", "least_squares_terms", "resid
 
 @dataclass(frozen=True)
 class ResidualBlock:
-    """One fitted output of one experiment: grid ``samples`` (indices), cost weights
-    ``weight`` = w_k eta_i per sample, ``residual`` = s - sbar there, model output column
-    ``column`` and, when asked, ``sensitivity`` = ds/dp there, (samples, n_free)."""
+    """One fitted output of one experiment: its data ``samples`` (times, values and where they
+    lie on the grid), cost weights ``weight`` = w_k eta_i per sample, ``residual`` = s - sbar
+    there, model output column ``column`` and, when asked, ``sensitivity`` = ds/dp there,
+    (samples, n_free)."""
 
     experiment: str
     output: str
     column: int
-    samples: np.ndarray
+    samples: GridSamples
     weight: np.ndarray
     residual: np.ndarray
     sensitivity: np.ndarray | None = None
@@ -81,13 +82,10 @@ def residual_blocks(system, traj, cost, name: str = "experiment",
                 raise UnknownNameError(f"experiment {name!r}: the model has no output "
                                        f"{output!r}; its outputs are {names}")
             col = names.index(output)
-            idx, ref = term.reference(traj, output)
-            samples = np.arange(len(traj.t))[idx]
-            # exactly the weights LeastSquares.evaluate uses
-            eta = quadrature_weights(traj.t[idx], term.quadrature)
-            w = float(term.weights.get(output, 1.0)) * eta
-            r = traj.outputs[output][idx] - ref
-            sens = None if sensitivities is None else sensitivities[samples, col, :]
+            samples = term.reference(traj.t, output)
+            w = term.sample_weights(samples, output)     # exactly those of the cost
+            r = samples.at(traj.outputs[output]) - samples.values
+            sens = None if sensitivities is None else samples.at(sensitivities[:, col, :])
             blocks.append(ResidualBlock(name, output, col, samples, w, r, sens))
     return blocks
 

@@ -50,3 +50,40 @@ def test_bad_noise_on_the_command_line(tmp_path, capsys):
     assert "noise given for ['x9']" in capsys.readouterr().err
     assert main([*args, "--noise", "x2=abc"]) == 2
     assert "expected NAME=SIGMA or SIGMA" in capsys.readouterr().err
+
+
+def test_identify_off_grid_data_counts_the_measured_samples(tmp_path, capsys):
+    """Data at 99.3 Hz (off a 1 kHz grid, starting after t0 and ending before t_end, with
+    noise): the report counts the measured samples the cost compares, states the interval
+    they cover, and --t0 moves the interval's start."""
+    import numpy as np
+
+    import symdae
+
+    model, _ = symdae.load_model("oscillator")
+    run = symdae.compile_model(model).simulate(t_end=2.0, h=1e-3, alpha=-0.1)
+    t = 0.0137 + np.arange(190) / 99.3
+    q = np.interp(t, run.t, run.outputs["q"]) + 1e-3 * np.random.default_rng(5).standard_normal(190)
+    symdae.Measurement.from_arrays(t, q=q).to_csv(tmp_path / "bench.csv")
+    out = tmp_path / "osc"
+    assert main(["identify", "oscillator", "--data", str(tmp_path / "bench.csv"), "--free",
+                 "c,d", "--t-end", "2", "--outputs", "q", "--quiet", "--method", "lm",
+                 "--out-dir", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: the data of 'q' cover [0.0137, 1.9" in err and "(189 samples)" in err
+    report = json.loads((out / "report.json").read_text())
+    compared = report["data"]["compared"]["q"]
+    assert compared["samples"] == 189 and compared["span"][0] == pytest.approx(0.0137)
+    assert compared["comparison"] == "model interpolated to the samples"
+    st = report["result"]["statistics"]
+    assert st["samples"] == {"q": 189} and st["degrees_of_freedom"] == 187
+    assert st["noise"]["q"] == pytest.approx(1e-3, rel=0.15)
+    # --t0: the interval starts later, fewer samples are compared
+    assert main(["identify", "oscillator", "--data", str(tmp_path / "bench.csv"), "--free",
+                 "c,d", "--t0", "0.5", "--t-end", "2", "--outputs", "q", "--quiet",
+                 "--method", "lm", "--out-dir", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["scenario"]["t0"] == 0.5
+    n = int(np.count_nonzero((t >= 0.5) & (t <= 2.0))) - 1
+    assert report["data"]["compared"]["q"]["samples"] == n
+    assert report["result"]["statistics"]["samples"] == {"q": n}

@@ -181,13 +181,13 @@ def test_measurement_on_a_subset_of_the_grid_match(oscillator, traj):
 
 
 def test_measurement_on_non_grid_times_interpolate(oscillator, traj):
-    """Samples on their own times (covering the grid); linear interpolation onto every grid
-    time, then the left rule on the grid."""
+    """Samples on their own times (covering the grid); align="interpolate": linear
+    interpolation onto every grid time, then the left rule on the grid."""
     t_data = np.linspace(-0.0123, T_END + 0.0071, 157)
     x = 20.0 * np.sin(11.0 * t_data) - 3.0
     y = np.exp(-t_data) * 0.8
     data = Measurement.from_arrays(t_data, a=x, q=y)
-    for align in ("interpolate", "auto"):
+    for align in ("interpolate",):
         J, dS = LeastSquares(data, ["a", "q"], {"q": 12.0}, "left", align).evaluate(oscillator,
                                                                                      traj)
         eta = np.full(N + 1, H)
@@ -198,6 +198,47 @@ def test_measurement_on_non_grid_times_interpolate(oscillator, traj):
         np.testing.assert_allclose(dS[:, col(oscillator, "a")], eta * r_a, rtol=1e-12, atol=1e-300)
         np.testing.assert_allclose(dS[:, col(oscillator, "q")], 12.0 * eta * r_q, rtol=1e-12,
                                    atol=1e-300)
+
+
+def interpolation_matrix(t_samples, t_grid):
+    """P with (P s)_j = s linearly interpolated at t_j, column by column with np.interp."""
+    eye = np.eye(len(t_grid))
+    return np.column_stack([np.interp(t_samples, t_grid, eye[i]) for i in range(len(t_grid))])
+
+
+@pytest.mark.parametrize("align", ["samples", "auto"])
+def test_measurement_on_non_grid_times_samples(oscillator, traj, align):
+    """Samples on their own times: the model's outputs are interpolated to the samples inside
+    the grid's span (those outside are left out), the left rule on the sample times; dS is
+    the transpose of that interpolation applied to w eta r."""
+    t_data = np.linspace(-0.0123, T_END + 0.0071, 157)
+    x = 20.0 * np.sin(11.0 * t_data) - 3.0
+    y = np.exp(-t_data) * 0.8
+    data = Measurement.from_arrays(t_data, a=x, q=y)
+    J, dS = LeastSquares(data, ["a", "q"], {"q": 12.0}, "left", align).evaluate(oscillator,
+                                                                                  traj)
+    inside = (t_data >= 0.0) & (t_data <= T_END)
+    ts = t_data[inside]
+    assert 150 <= ts.size < 157
+    P = interpolation_matrix(ts, traj.t)
+    eta = left_weights(ts)
+    r_a = P @ traj.outputs["a"] - x[inside]
+    r_q = P @ traj.outputs["q"] - y[inside]
+    assert J == pytest.approx(0.5 * np.sum(eta * (r_a ** 2 + 12.0 * r_q ** 2)), rel=1e-12)
+    np.testing.assert_allclose(dS[:, col(oscillator, "a")], P.T @ (eta * r_a), rtol=1e-11,
+                               atol=1e-12 * np.abs(P.T @ (eta * r_a)).max())
+    np.testing.assert_allclose(dS[:, col(oscillator, "q")], P.T @ (12.0 * eta * r_q),
+                               rtol=1e-11, atol=1e-12 * np.abs(P.T @ (eta * r_q)).max() * 12)
+
+
+def test_samples_at_both_ends_of_the_grid(oscillator, traj):
+    """A sample exactly at t0 and one exactly at t_end take the end grid values."""
+    t_data = np.array([0.0, 0.1234, T_END])
+    data = Measurement.from_arrays(t_data, a=np.zeros(3))
+    where = data.align(traj.t, "a", "samples")
+    got = where.at(traj.outputs["a"])
+    np.testing.assert_allclose(got, np.interp(t_data, traj.t, traj.outputs["a"]), rtol=1e-13)
+    assert got[0] == traj.outputs["a"][0] and got[-1] == traj.outputs["a"][-1]
 
 
 def test_match_refuses_non_grid_times(oscillator, traj):
@@ -302,21 +343,33 @@ def test_length_mismatches(oscillator, traj):
 
 
 def test_grid_outside_the_data_span(oscillator, traj):
-    # interpolation: the data end before t_end
+    # interpolation onto the grid: the data end before t_end
     t_data = np.linspace(0.0, 0.4, 77)
     data = Measurement.from_arrays(t_data, a=np.zeros(77))
     with pytest.raises(DataError, match=r"simulated span \[0, 0\.5\].*sampled span \[0, 0\.4\]"):
-        LeastSquares(data, ["a"]).evaluate(oscillator, traj)
-    # interpolation: the data start after t0
+        LeastSquares(data, ["a"], align="interpolate").evaluate(oscillator, traj)
+    # interpolation onto the grid: the data start after t0
     t_data = np.linspace(0.01, 0.6, 77)
     data = Measurement.from_arrays(t_data, a=np.zeros(77))
     with pytest.raises(DataError, match="not inside"):
         LeastSquares(data, ["a"], align="interpolate").evaluate(oscillator, traj)
-    # matching: a sample time on the grid's lattice but after t_end
+    # at the samples (the default): the cost covers the overlap [0.01, 0.5]
+    where = data.align(traj.t, "a")
+    assert where.span[0] == 0.01 and where.span[1] <= T_END and len(where) == \
+        np.count_nonzero(t_data <= T_END)
+    J, _ = LeastSquares(data, ["a"]).evaluate(oscillator, traj)
+    inside = t_data <= T_END
+    r = np.interp(t_data[inside], traj.t, traj.outputs["a"])
+    assert J == pytest.approx(0.5 * np.sum(left_weights(t_data[inside]) * r ** 2), rel=1e-12)
+    # matching: sample times on the grid's lattice beyond t_end are left out
     t_data = H * np.arange(0, 2 * N, 10)
-    data = Measurement.from_arrays(t_data, a=np.zeros(t_data.size))
-    with pytest.raises(DataError, match=r"outside the simulated span \[0, 0\.5\]"):
-        LeastSquares(data, ["a"], align="match").evaluate(oscillator, traj)
+    data = Measurement.from_arrays(t_data, a=np.ones(t_data.size))
+    where = data.align(traj.t, "a", "match")
+    assert len(where) == N // 10 + 1 and where.theta is None
+    # no sample in the span at all: named
+    data = Measurement.from_arrays(T_END + np.array([0.1, 0.2]), a=np.zeros(2))
+    with pytest.raises(DataError, match=r"no sample of 'a' lies in the simulated span"):
+        LeastSquares(data, ["a"]).evaluate(oscillator, traj)
 
 
 # ---------------------------------------------------------------------------- CSV files

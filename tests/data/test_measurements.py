@@ -288,7 +288,7 @@ def test_offset_estimated_by_cross_correlation(noise):
     assert "estimated by cross-correlation of 'x'" in al.report()
     err = np.max(np.abs(al.measurement.values["x"] - _chirp(t_grid)))
     assert err < (0.2 if noise else 1e-2)
-    assert al.measurement.align(t_grid, "x")[0] == slice(None)   # one sample per grid time
+    assert al.measurement.align(t_grid, "x").index == slice(None)   # one sample per grid time
     # a wrong search range
     with pytest.raises(DataError, match="no positive correlation"):
         estimate_offset(Channel("z", t_grid, -_chirp(t_grid)), t_grid, _chirp(t_grid),
@@ -309,7 +309,7 @@ def test_measurement_not_covering_the_interval_is_named():
         align_channel(ch, t_grid, offset=-0.1)
     with pytest.raises(InputError, match="uniform"):
         align_channel(ch, [0.0, 0.1, 0.3])
-    with pytest.raises(InputError, match="method must be one of"):
+    with pytest.raises(InputError, match="method of one channel must be one of"):
         align_channel(ch, t_grid, method="nearest")
     with pytest.raises(InputError, match="needs reference="):
         align_recording(Recording({"x": ch}), t_grid, offset="estimate")
@@ -477,3 +477,42 @@ def test_command_line_identifies_with_an_estimated_offset(tmp_path, capsys):
     assert abs(offset - 0.0623) <= 2e-4
     found = json.loads((out / "report.json").read_text())["result"]["identified"]
     assert abs(found["c"] / 40 - 1) < 3e-4 and abs(found["d"] / 0.4 - 1) < 2e-3
+
+
+# ---------------------------------------------------------------------------- kept at samples
+def test_slow_channels_keep_their_samples():
+    """Channels no faster than the grid keep their own times (shifted by the offset): the
+    cost compares there, so its statistics count the measured samples; a fast channel puts
+    the recording on the grid; 'samples' for channels on their own time bases is refused."""
+    from symdae.data.alignment import AlignmentWarning, align_recording
+
+    t_grid = np.arange(0.0, 1.0 + 1e-12, 1e-3)
+    tf = 0.0123 + np.arange(120) / 99.3          # file time, 99.3 Hz
+    rec = Recording({"x": Channel("x", tf, np.sin(tf), source="bench.csv"),
+                     "y": Channel("y", tf, np.cos(tf), source="bench.csv")}, "bench.csv")
+    al = align_recording(rec, t_grid, offset=0.02)
+    np.testing.assert_array_equal(al.measurement.t, tf - 0.02)
+    np.testing.assert_array_equal(al.measurement.values["y"], np.cos(tf))
+    assert {c.method for c in al.channels.values()} == {"samples"}
+    assert "compared at its own samples" in al.report()
+    where = al.measurement.align(t_grid, "x")
+    inside = (tf - 0.02 >= 0) & (tf - 0.02 <= 1.0)
+    assert len(where) == np.count_nonzero(inside) < tf.size and where.theta is not None
+    # interpolate: onto the grid, as asked
+    al = align_recording(rec, t_grid, offset=0.02, method="interpolate")
+    assert al.measurement.t.size == t_grid.size
+    # a channel faster than the grid: the whole recording goes on the grid
+    tfast = np.arange(0.0, 1.01, 1e-4)
+    fast = Recording({"x": Channel("x", tfast, np.sin(tfast)),
+                      "y": Channel("y", tfast, np.cos(tfast))}, "fast.csv")
+    with pytest.warns(AlignmentWarning, match="reaches only 0 grid steps"):
+        al = align_recording(fast, t_grid)
+    assert al.measurement.t.size == t_grid.size
+    assert {c.method for c in al.channels.values()} == {"resample"}
+    # own time bases: 'samples' cannot keep them in one Measurement
+    mixed = Recording({"x": Channel("x", tf, np.sin(tf)),
+                       "y": Channel("y", tf[:-1] + 1e-3, np.cos(tf[:-1]))}, "mixed.csv")
+    with pytest.raises(DataError, match=r"mixed\.csv: align 'samples' needs channels that share"):
+        align_recording(mixed, t_grid, method="samples")
+    with pytest.raises(DataError, match=r"none of the identified interval"):
+        align_recording(rec, t_grid, offset=5.0, method="samples")
