@@ -6,10 +6,12 @@ import argparse
 import math
 from pathlib import Path
 
+from ..errors import InputError
 from ..model.files import load_model
 from ..simulation.backends.base import SCHEMES
 from ..simulation.compile import compile_model
 from ..simulation.scenario import Scenario
+from .inputs import measured_inputs, parse_input
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]
 
@@ -45,7 +47,9 @@ def names(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-def scenario_args(p: argparse.ArgumentParser) -> None:
+def scenario_args(p: argparse.ArgumentParser, measured_inputs: bool = True) -> None:
+    """The options of the model, its scenario and the output folder (``measured_inputs``:
+    with ``--input NAME=FILE[:CHANNEL]``)."""
     p.add_argument("model", help="bundled model name (see 'symdae models') or path to a .py "
                                  "file defining `model`")
     p.add_argument("--t-end", type=float, help="end time in s (default: the model file's "
@@ -60,12 +64,24 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
                    help="integration scheme (default: SCENARIO, else hht-ga): hht-ga, the "
                    "generalized-alpha form with HHT's parameters, is second order also when "
                    "the mass matrix depends on q; hht-paper is the paper's eq. (15)")
+    if measured_inputs:
+        p.add_argument("--input", dest="input_files", action="append", type=parse_input,
+                       default=[], metavar="NAME=FILE[:CHANNEL]",
+                       help="a model input measured in a file (CSV, .mat, MDF4, TDMS; CHANNEL "
+                       "may carry [unit->unit]), put on the grid like measured outputs (model "
+                       "time = file time - --offset); repeatable")
     p.add_argument("--param", "-p", action="append", type=assignment, default=[],
                    metavar="NAME=VALUE", help="override a parameter value (repeatable)")
     p.add_argument("--out-dir", type=Path, help="folder for the written files (default: "
                                                 "results/<command>-<model>)")
     p.add_argument("--cache-dir", type=Path, help="compile cache (default: generated/ of a "
                                                   "source checkout, else the user cache folder)")
+
+
+def measured_inputs_option(args) -> bool:
+    """Whether the command takes ``--input NAME=FILE`` (not ``design``, whose inputs are
+    designed)."""
+    return hasattr(args, "input_files")
 
 
 def number_range(text: str) -> tuple[float, float]:
@@ -82,6 +98,21 @@ def load(args):
                                ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
     scenario = Scenario.make(base, **given)
+    files = args.input_files if measured_inputs_option(args) else None
+    if files:
+        offset = getattr(args, "offset", 0.0)
+        if offset == "estimate":
+            raise InputError("--offset estimate cannot be used with --input: the estimate "
+                             "needs a simulation, which needs the measured inputs; give "
+                             "--offset SECONDS")
+        measured = measured_inputs(files, model, scenario, offset)
+        scenario = scenario.replace(inputs={**dict(scenario.inputs or {}), **measured})
+    if measured_inputs_option(args):
+        missing = [u for u in model.input_names if u not in (scenario.inputs or {})]
+        if missing:
+            raise InputError(f"the model's input(s) {missing} have no values: give --input "
+                             f"{missing[0]}=FILE[:CHANNEL] (or inputs in the model file's "
+                             "SCENARIO)")
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"
     out.mkdir(parents=True, exist_ok=True)
     system = compile_model(model, cache_dir=args.cache_dir)

@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "design", help="design the input that maximises the information about the free "
         "parameters; write input.csv, report.json and plots")
-    scenario_args(p)
+    scenario_args(p, measured_inputs=False)   # --input NAME=LO:HI: the designed inputs
     p.add_argument("--free", type=names, help="comma-separated parameters to identify "
                    "(default: the model file's FREE)")
     p.add_argument("--outputs", type=names, help="comma-separated measured outputs (default: "
