@@ -7,11 +7,8 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
-from ..model.files import load_model
 from ..simulation.backends.base import SCHEMES
-from ..simulation.compile import compile_model
-from ..simulation.scenario import Scenario
-from .inputs import measured_inputs, parse_input
+from .inputs import parse_input
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]
 
@@ -93,6 +90,13 @@ def number_range(text: str) -> tuple[float, float]:
 
 def load(args):
     """Model, model-file namespace, System, Scenario and output folder of a command."""
+    # imported here, not above: building the parsers (--help) must not wait for SymPy,
+    # SciPy and the compiler stage
+    from ..model.files import load_model
+    from ..simulation.compile import compile_model
+    from ..simulation.scenario import Scenario
+    from .inputs import measured_inputs
+
     model, ns = load_model(args.model)
     given = {k: v for k, v in (("t_end", args.t_end), ("t0", args.t0), ("h", args.h),
                                ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}

@@ -16,9 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.alignment import align_channel
-from ..data.readers import read_recording
-from ..data.units import ChannelMap
 from ..errors import DataError, InputError
 
 __all__ = ["InputFile", "parse_input", "measured_inputs"]
@@ -47,6 +44,9 @@ def parse_input(text: str) -> InputFile:
 
 
 def _channel(spec: InputFile):
+    from ..data.readers import read_recording      # not at import: --help stays fast
+    from ..data.units import ChannelMap
+
     if not spec.path.is_file():
         raise DataError(f"--input {spec.name}: file {str(spec.path)!r} does not exist")
     if spec.channel is not None:
@@ -64,6 +64,8 @@ def _channel(spec: InputFile):
 def measured_inputs(specs, model, scenario, offset: float = 0.0) -> dict:
     """{input name: values on the scenario's grid} of the ``--input`` files; one line per
     input on stderr says how it was put on the grid."""
+    from ..data.alignment import align_channel
+
     names = model.input_names
     out = {}
     for spec in specs:

@@ -35,9 +35,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicSpline
-from scipy.optimize import minimize_scalar
-from scipy.signal import correlate, correlation_lags, resample_poly
+# scipy.interpolate, .optimize and .signal are imported where they are used: they take about
+# 0.5 s to import, and the command line reads METHODS to build its parsers (--help)
 
 from ..errors import DataError, InputError
 from .measurement import Measurement
@@ -183,6 +182,9 @@ def align_channel(channel: Channel, t_grid, *, offset: float = 0.0, method: str 
 def _resample(tm: np.ndarray, x: np.ndarray, t: np.ndarray, h: float, k: int) -> np.ndarray:
     """Low-pass and decimate onto the grid t (see the module); the fine grid starts at a grid
     time so that every k-th fine sample is a grid time."""
+    from scipy.interpolate import CubicSpline
+    from scipy.signal import resample_poly
+
     hf = h / k
     j0 = math.ceil((tm[0] - t[0]) / hf - 1e-6)
     j0 = k * math.ceil(j0 / k)
@@ -203,6 +205,8 @@ def _resample(tm: np.ndarray, x: np.ndarray, t: np.ndarray, h: float, k: int) ->
 
 def _uniform(ch: Channel, h: float) -> tuple[np.ndarray, np.ndarray]:
     """The channel on its own uniform grid of spacing h (cubic spline)."""
+    from scipy.interpolate import CubicSpline
+
     n = int(math.floor((ch.t[-1] - ch.t[0]) / h + 1e-9)) + 1
     tu = ch.t[0] + h * np.arange(n)
     return tu, CubicSpline(ch.t, ch.values)(np.clip(tu, ch.t[0], ch.t[-1]))
@@ -215,6 +219,8 @@ def estimate_offset(channel: Channel, t_ref, y_ref, *, max_shift: float | None =
     same output): the peak of their cross-correlation (means removed), refined to the maximum
     of the normalised correlation with the reference's cubic spline shifted continuously.
     ``max_shift`` (s) restricts the search to |d| <= max_shift."""
+    from scipy.signal import correlate, correlation_lags
+
     t, h = _grid(t_ref)
     y = np.asarray(y_ref, dtype=float)
     if y.shape != t.shape or not np.all(np.isfinite(y)):
@@ -246,6 +252,9 @@ def _refine(ch: Channel, t: np.ndarray, y0: np.ndarray, d0: float, h: float,
     reference (a simulation) is smooth and the channel's samples stay where they are, so
     measurement noise does not make the objective ripple with d; the samples are those inside
     the reference's span, so an event at its start (a release, a step) keeps its weight."""
+    from scipy.interpolate import CubicSpline
+    from scipy.optimize import minimize_scalar
+
     spline = CubicSpline(t, y0)
     tm, x = ch.t, ch.values
 

@@ -25,6 +25,7 @@ from scipy import linalg
 
 from ..analysis.quadrature import quadrature_weights
 from ..errors import InputError, NotIdentifiableError, UnknownNameError
+from ..model.definition import parameter_name
 from ..simulation.sensitivity import tangent
 
 __all__ = ["OutputSensitivities", "output_sensitivities", "noise_covariance",
@@ -84,7 +85,9 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
     ``store_factorizations=True`` carries, and refactorises otherwise (the same numbers).
     """
     model = system.model
-    params = [parameters] if isinstance(parameters, str) else list(parameters)
+    params = [parameters] if isinstance(parameters, str) or hasattr(parameters, "name") \
+        else list(parameters)
+    params = [parameter_name(k) for k in params]
     if not params or len(set(params)) != len(params):
         raise InputError(f"parameters must be a non-empty list of distinct names: {params}")
     unknown = [p for p in params if p not in model.parameter_names]

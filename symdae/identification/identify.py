@@ -19,6 +19,7 @@ from scipy import optimize
 
 from ..analysis.pod import PODModeError
 from ..errors import InputError, SimulationError, UnknownNameError
+from ..model.definition import by_parameter_name, parameter_name
 from ..progress import report
 from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION
 from ..simulation.scenario import physical_memory
@@ -290,7 +291,8 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         output noise ``noise`` ({output: standard deviation} or one for all); None
         estimates it from the residual.
     """
-    free = list(free)
+    free = [parameter_name(k) for k in free]
+    start, bounds = by_parameter_name(start), by_parameter_name(bounds)
     exps = _check_experiments(experiments, free)
     if method == "auto":
         if options:

@@ -16,9 +16,9 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 from sympy.physics.mechanics import dynamicsymbols
 
-from ..errors import ModelError, UndeclaredSymbolError
+from ..errors import InputError, ModelError, UndeclaredSymbolError
 
-__all__ = ["Model", "KernelSymbols"]
+__all__ = ["Model", "KernelSymbols", "parameter_name", "by_parameter_name"]
 
 _RESERVED = re.compile(r"^(q|v|a|lam|p|u|w)\[\d+\]$")
 
@@ -44,6 +44,25 @@ class KernelSymbols:
 
         return KernelSymbols(sp.Symbol("t", real=True), vec("q", n), vec("v", n), vec("a", n),
                              vec("lam", m), vec("p", n_p), vec("u", n_u))
+
+
+def parameter_name(key) -> str:
+    """The name of a parameter given by its name or by its SymPy Symbol (both work wherever
+    parameters are named at run time)."""
+    return key if isinstance(key, str) else getattr(key, "name", str(key))
+
+
+def by_parameter_name(mapping):
+    """``mapping`` ({parameter name or Symbol: value}) keyed by names; None stays None."""
+    if mapping is None:
+        return None
+    out = {}
+    for key, val in dict(mapping).items():
+        name = parameter_name(key)
+        if name in out:
+            raise InputError(f"parameter {name!r} is given twice (by name and by Symbol)")
+        out[name] = val
+    return out
 
 
 def _as_expr(x, what: str) -> sp.Expr:

@@ -26,12 +26,14 @@ du/dt is not known at t0. A massless row without a damper (G_V[r] = 0) stays sin
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 
-from ..errors import InconsistentInitialStateError, ModelError, SingularMatrixError
+from ..errors import (InconsistentInitialStateError, InputError, ModelError,
+                      SingularMatrixError, UnknownNameError)
 from ..model.kernels import pack_weights, split
 
 __all__ = ["InitialState", "initial_state", "init_tangent", "init_adjoint"]
@@ -43,8 +45,8 @@ class InitialState:
     v: np.ndarray
     a: np.ndarray
     lam: np.ndarray
-    q_from_model: bool    # q0 came from the model's expressions in p (so depends on p)
-    v_from_model: bool    # v0 likewise
+    q_from_model: np.ndarray   # per coordinate: q0 from the model's expressions in p (so
+    v_from_model: np.ndarray   # depends on p), not given; v0 likewise
     projected: bool       # q0, v0 were projected onto the constraints
     massless: tuple = ()  # rows initialised by their time derivative (massless nodes)
 
@@ -182,6 +184,42 @@ def _check_massless_velocities(at, model, q, v, massless, tol):
                 "initial_state expressions that do, or project=True")
 
 
+def _start_vector(given, from_model, model, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values, which came from the model) of q0 or v0: ``given`` None (the model's
+    ``from_model``), an array of one value per coordinate, or ``{coordinate: value}`` keyed by
+    name or by the coordinate itself (the others from the model)."""
+    n, names = model.n, model.coordinate_names
+    if given is None:
+        return from_model.copy(), np.ones(n, dtype=bool)
+    if isinstance(given, Mapping):
+        x, mask = from_model.copy(), np.ones(n, dtype=bool)
+        for key, val in given.items():
+            name = key if isinstance(key, str) else \
+                (names[model.coordinates.index(key)] if key in model.coordinates else str(key))
+            if name not in names:
+                raise UnknownNameError(f"{what}: {key!r} is not a coordinate of the model; its "
+                                       f"coordinates are {names}")
+            try:
+                x[names.index(name)] = float(val)
+            except (TypeError, ValueError):
+                raise InputError(f"{what}[{name!r}] is not a number: {val!r}") from None
+            mask[names.index(name)] = False
+    else:
+        try:
+            x = np.array(given, dtype=float).reshape(np.shape(given))
+        except (TypeError, ValueError):
+            raise InputError(f"{what} must be an array of {n} numbers (coordinates {names}) or "
+                             f"{{coordinate: value}}, got {given!r}") from None
+        mask = np.zeros(n, dtype=bool)
+        if x.shape != (n,):
+            raise ModelError(f"{what} has shape {x.shape}, expected ({n},) for coordinates "
+                             f"{names}")
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        raise ModelError(f"{what} contains NaN or infinity: {names[bad[0]]} = {x[bad[0]]}")
+    return x, mask
+
+
 def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
                   project=False) -> InitialState:
     """Initial state: q0, v0 from the arguments or the model's expressions; a0, lam0 consistent.
@@ -193,16 +231,11 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     """
     n, m = model.n, model.m
     zero_n, zero_m = np.zeros(n), np.zeros(m)
-    if q0 is None or v0 is None:
+    qv = {"q0": None, "v0": None}
+    if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
         qv = _At(backend, t0, zero_n, zero_n, zero_n, zero_m, p, u0)("initial_state")
-    q = qv["q0"].copy() if q0 is None else np.asarray(q0, dtype=float).copy()
-    v = qv["v0"].copy() if v0 is None else np.asarray(v0, dtype=float).copy()
-    for name, x in (("q0", q), ("v0", v)):
-        if x.shape != (n,):
-            raise ModelError(f"{name} has shape {x.shape}, expected ({n},) for coordinates "
-                             f"{model.coordinate_names}")
-        if not np.all(np.isfinite(x)):
-            raise ModelError(f"{name} contains NaN or infinity: {x}")
+    q, q_model = _start_vector(q0, qv["q0"], model, "q0")
+    v, v_model = _start_vector(v0, qv["v0"], model, "v0")
     if m and project:
         q = _project_q(backend, model, t0, q, v, p, u0, tol)
     at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
@@ -236,7 +269,7 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     if massless.size:
         _check_massless_velocities(at, model, q, v, massless, tol)
     y = np.linalg.solve(K0, rhs)
-    return InitialState(q, v, y[:n], y[n:], q_from_model=q0 is None, v_from_model=v0 is None,
+    return InitialState(q, v, y[:n], y[n:], q_from_model=q_model, v_from_model=v_model,
                         projected=bool(project and (m or massless.size)),
                         massless=tuple(int(r) for r in massless))
 
@@ -249,8 +282,8 @@ def _linearisation(backend, x0: InitialState, p, t0, u0):
     K0 = at("newton", c_m=1.0)["K"]
     J, P = at("jacobians"), at("param_jacobians")
     acc, QV = at("acceleration_constraint"), at("initial_state_jacobian")
-    Q0p = QV["q0_p"] if x0.q_from_model else np.zeros((n, n_p))
-    V0p = QV["v0_p"] if x0.v_from_model else np.zeros((n, n_p))
+    Q0p = QV["q0_p"] * x0.q_from_model[:, None]       # given entries do not depend on p
+    V0p = QV["v0_p"] * x0.v_from_model[:, None]
     Jq, GV, Pd = J["JM"] + J["JG"], J["GV"].copy(), P["PM"] + P["PG"]
     rows = np.asarray(x0.massless, dtype=np.int64)
     if rows.size:

@@ -52,7 +52,9 @@ class Scenario:
     inputs:
         ``{input name: values on the grid (N+1,), callable f(t) or constant}``.
     q0, v0:
-        Initial positions and velocities (default: the model's ``initial_state``).
+        Initial positions and velocities: one value per coordinate, or ``{coordinate: value}``
+        (by name or the coordinate itself; the others from the model's ``initial_state``);
+        default: the model's ``initial_state``.
     rtol, max_iter:
         Newton: relative tolerance on (a, lambda) (a round-off floor is added by the core) and
         the iteration cap per step.

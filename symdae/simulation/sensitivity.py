@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, SimulationError, UnknownNameError
+from ..model.definition import parameter_name
 from ..threads import one_blas_thread
 from .initial import init_adjoint, init_tangent
 
@@ -44,9 +45,9 @@ class TangentResult:
 
 
 def directions(system, which) -> np.ndarray:
-    """(n_p, nd) direction matrix from parameter names (unit vectors) or a matrix."""
+    """(n_p, nd) direction matrix from parameter names or Symbols (unit vectors) or a matrix."""
     names = system.model.parameter_names
-    if isinstance(which, str):
+    if isinstance(which, str) or hasattr(which, "name"):      # one name or one Symbol
         which = [which]
     if isinstance(which, np.ndarray) and which.ndim == 2:
         if which.shape[0] != len(names):
@@ -54,7 +55,7 @@ def directions(system, which) -> np.ndarray:
                              f"{len(names)} parameters")
         return np.ascontiguousarray(which, dtype=float)
     D = np.zeros((len(names), len(which)))
-    for j, name in enumerate(which):
+    for j, name in enumerate(parameter_name(w) for w in which):
         if name not in names:
             raise UnknownNameError(f"unknown parameter {name!r}; the model's parameters are "
                                    f"{names}")

@@ -16,6 +16,7 @@ from ..errors import (
     SingularMatrixError,
     UnknownNameError,
 )
+from ..model.definition import parameter_name
 from ..model.kernels import Sizes
 from ..threads import one_blas_thread
 from .backends.base import ForwardResult, Grid, SweepReport
@@ -38,7 +39,7 @@ def _call_on_grid(f, t: np.ndarray, name: str) -> np.ndarray:
     """f on the whole grid; a scalar function (math.sin) is called sample by sample."""
     try:
         x = np.asarray(f(t), dtype=float)
-    except TypeError:
+    except (TypeError, ValueError):       # math.sin, or an `if` on the time
         x = None
     if x is None or x.shape != t.shape:
         try:
@@ -76,11 +77,11 @@ class System:
 
     # ------------------------------------------------------------------ run-time data
     def parameter_vector(self, params: Mapping | None = None) -> np.ndarray:
-        """Nominal values overridden by ``params`` ({name: value}), in model order."""
+        """Nominal values overridden by ``params`` ({name or Symbol: value}), in model order."""
         names = self.model.parameter_names
         p = np.array(self.model.nominal_values, dtype=float)
         for key, val in (params or {}).items():
-            name = key if isinstance(key, str) else getattr(key, "name", str(key))
+            name = parameter_name(key)
             if name not in names:
                 raise UnknownNameError(f"unknown parameter {name!r}; the model's parameters "
                                        f"are {names}")

@@ -57,3 +57,41 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     assert main(["simulate", "oscillator", "--h", "0.3", "--t-end", "1",
                  "--out-dir", str(tmp_path)]) == 2
     assert "not a whole multiple of h" in capsys.readouterr().err
+
+
+def test_help_and_models_import_neither_sympy_nor_scipy():
+    """`symdae --help` and `symdae models` answer at once (0.3 s measured, most of it the
+    interpreter and NumPy): building the parsers and listing the models import neither SymPy,
+    SciPy nor the compiler stage. A fresh interpreter, so nothing is imported already."""
+    import subprocess
+    import sys
+
+    code = ("import sys, io, contextlib\n"
+            "from symdae.cli.main import build_parser, main\n"
+            "build_parser()\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    main(['models'])\n"
+            "assert 'oscillator' in out.getvalue()\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sympy', 'scipy')\n"
+            "               or m.startswith('symdae.simulation.compile'))\n"
+            "print(heavy)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip() == "[]", res.stdout
+
+
+def test_models_lists_whole_first_sentences(capsys):
+    from symdae.cli.models import first_sentence
+
+    assert first_sentence("A chain of N pendula in Cartesian coordinates: point masses\n"
+                          "joined by rods, e.g. a rope. Second sentence.") == \
+        "A chain of N pendula in Cartesian coordinates: point masses joined by rods, e.g. a rope."
+    assert first_sentence("Cart pendulum (Oberpeilsteiner et al. 2017, section 4.2).\n\nMore.") \
+        == "Cart pendulum (Oberpeilsteiner et al. 2017, section 4.2)."
+    assert first_sentence("Squeezer (E. Hairer, G. Wanner). Rest") == \
+        "Squeezer (E. Hairer, G. Wanner)."
+    assert main(["models"]) == 0
+    listing = capsys.readouterr().out
+    # every entry ends its sentence (the wrapped lines of one entry joined)
+    entries = listing.replace("\n" + " " * (listing.index("Andrews") ), " ").splitlines()
+    assert len(entries) >= 16 and all(e.rstrip().endswith(".") for e in entries), entries
