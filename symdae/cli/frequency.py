@@ -308,15 +308,24 @@ def identify_in_frequency_domain(args) -> int:
           f"{pb.model_params or 'nominal'}, {pb.method}", file=sys.stderr)
     result = identify(pb.experiment, pb.free, pb.start, bounds=bounds, method=pb.method,
                       max_iterations=args.max_iterations, progress=not args.quiet)
+    print(result.summary())
+    if pb.truth is not None:
+        errs = ", ".join(f"{k} {v:.3e}" for k, v in result.relative_error(pb.truth).items())
+        print(f"relative errors against the true values: {errs}")
     t0 = time.perf_counter()
     contrast = None
     if not args.no_contrast:
-        print("time-domain contrast: least squares on the same data, model and start",
-              file=sys.stderr)
         ls = Experiment(pb.system, LeastSquares(pb.data, pb.outputs), pb.scenario,
                         params=pb.model_params, name=f"{pb.model.name}-time")
         contrast = identify(ls, pb.free, pb.start, bounds=bounds, method=pb.method,
                             max_iterations=args.max_iterations, progress=False)
+        print("time-domain contrast (least squares on the same data, model and start): "
+              + ", ".join(f"{k} {contrast.values[k]:.6g}" for k in pb.free)
+              + f", cost {contrast.cost:.3e}")
+        if pb.truth is not None:
+            errs = ", ".join(f"{k} {v:.3e}" for k, v in
+                             contrast.relative_error(pb.truth).items())
+            print(f"  relative errors against the true values: {errs}")
     runs = {"start": pb.experiment.simulate(pb.start),
             "identified": pb.experiment.simulate(result.values)}
     report = _report(pb, args, result, runs, contrast)
@@ -326,14 +335,6 @@ def identify_in_frequency_domain(args) -> int:
     report_path = pb.out / "report.json"
     report_path.write_text(json.dumps(report, indent=1, default=_json_default))
 
-    print(result.summary())
-    if pb.truth is not None:
-        errs = ", ".join(f"{k} {v:.3e}" for k, v in report["relative_error"].items())
-        print(f"relative errors against the true values: {errs}")
-        if contrast is not None:
-            errs = ", ".join(f"{k} {v:.3e}" for k, v in
-                             contrast.relative_error(pb.truth).items())
-            print(f"time-domain least squares from the same start: {errs}")
     names = ", ".join(Path(f).name for f in [report_path, *files])
     print(f"wrote {pb.out}/: {names} ({time.perf_counter() - t0:.2f} s for the contrast, "
           "report and plots)")

@@ -47,6 +47,11 @@ def add_parser(sub) -> None:
                    metavar="[NAME=]SIGMA", help="noise standard deviation of a fitted output "
                    "(repeatable), or one for all, for the standard errors in the report "
                    "(default: estimated from the residual)")
+    p.add_argument("--data-noise", action="append", default=[], metavar="[NAME=]SIGMA",
+                   help="synthetic data only: add Gaussian noise of this standard deviation "
+                   "to a fitted output (repeatable), or one for all (noise-free twin data "
+                   "have no noise level to estimate standard errors from)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --data-noise (default 0)")
     p.add_argument("--max-iterations", type=int, default=500, help="iteration limit")
     p.add_argument("--quadrature", default="left", choices=["left", "trapezoid", "sum"],
                    help="quadrature weights of the least-squares cost (default: left, the "
@@ -65,10 +70,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    import numpy as np
+
     from ..data.measurement import Measurement
     from ..errors import InputError, UnknownNameError
     from ..identification.experiment import Experiment
     from ..identification.identify import identify
+    from ..identification.statistics import noise_from_text
     from ..plots.base import plot_convergence, plot_fit
     from .measurement import load_data
 
@@ -100,9 +108,15 @@ def run(args) -> int:
         true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h),
                                    params=true_params)
         data = Measurement.from_trajectory(true_run, outputs)
+        data_noise = noise_from_text(args.data_noise, outputs) or {}
+        rng = np.random.default_rng(args.seed)
+        for name, sigma in data_noise.items():
+            if name not in data.values:
+                raise InputError(f"--data-noise {name}: not a fitted output ({outputs})")
+            data.values[name] = data.values[name] + sigma * rng.standard_normal(data.t.size)
         data.to_csv(out / "data.csv")
         data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": true_run.h,
-                     "true_values": truth}
+                     "true_values": truth, "noise": data_noise, "seed": args.seed}
     cost = cli_pod.make_cost(args, data, outputs)
     data_info["compared"] = compared = _coverage(cost, scenario)
     for name, c in compared.items():
@@ -117,8 +131,6 @@ def run(args) -> int:
           f"(outputs {outputs}, h = {scenario.h:g}, t_end = {scenario.t_end:g}, "
           f"alpha = {scenario.alpha:g})",
           file=sys.stderr)
-    from ..identification.statistics import noise_from_text
-
     noise = noise_from_text(args.noise, outputs)
     result = identify(exp, free, start, bounds=bounds or None, method=args.method,
                       max_iterations=args.max_iterations, progress=not args.quiet,

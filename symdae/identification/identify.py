@@ -111,8 +111,10 @@ class IdentificationResult:
                  f"{self.wall_time:.3f} s"]
         for k in self.free:
             lines.append(f"  {k:>12s}: {self.start[k]:.10g} -> {self.values[k]:.10g}")
-        lines.append(self.statistics.summary() if self.statistics is not None
-                     else f"no statistics: {self.statistics_note}")
+        if self.statistics is not None:
+            lines.append(self.statistics.summary())
+        elif self.statistics_note is not None:      # None: not asked for
+            lines.append(f"no statistics: {self.statistics_note}")
         return "\n".join(lines)
 
 
@@ -323,7 +325,7 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
             result.statistics, result.statistics_note = statistics_or_reason(
                 exps, free, result.values, noise=noise, executor=executor)
         else:
-            result.statistics_note = "not asked for (statistics=False)"
+            result.statistics_note = None           # not asked for: nothing to say
     return result
 
 

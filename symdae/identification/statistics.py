@@ -6,7 +6,8 @@ independent Gaussian noise of standard deviation sigma_k. The data samples are t
 the cost compares with positive weight. Then F = sum over samples S^T S / sigma_k^2, with S the
 exact output sensitivities of the tangent sweep, and cov(b_hat) ~ F^-1 (Cramer-Rao).
 
-sigma_k is given by the user or, by default, estimated from the residual at the result:
+sigma_k is given by the user or, by default, estimated from the residual at the result (refused
+when the residual is below :data:`NOISE_FREE_LEVEL` of the data's size: noise-free data):
 sigma_k^2 = RSS_k / (n_k (1 - n_free / n)), n_k samples of output k, n of all outputs; for one
 output this is the usual RSS / (n - n_free) (spec section 3.1). The estimator is the maximum-
 likelihood one, and F^-1 its covariance, when the cost's weights w_k eta_i are proportional to
@@ -36,6 +37,9 @@ __all__ = ["IdentificationStatistics", "identification_statistics", "statistics_
            "NOISE_ESTIMATED", "NOISE_GIVEN"]
 
 NOISE_ESTIMATED = "estimated from the residual"
+# a residual below this fraction of the data's size is round-off, not measurement noise (a
+# 24-bit converter resolves 6e-8 of its range): the data are noise-free
+NOISE_FREE_LEVEL = 1e-9
 NOISE_GIVEN = "given"
 
 
@@ -114,10 +118,15 @@ def identification_statistics(experiments, free: Sequence[str], values: Mapping,
         for k in outputs:
             rss = sum(float(np.sum(b.residual[m] ** 2)) for b, m in used if b.output == k)
             sigma[k] = math.sqrt(rss * n / (n_k[k] * dof))
-            if not sigma[k] > 0:
-                raise InputError(f"the residual of output {k!r} is exactly zero at the "
-                                 "identified point: its noise level cannot be estimated "
-                                 "from it; pass noise=")
+            size = max(float(np.max(np.abs(b.samples.values), initial=0.0))
+                       for b, m in used if b.output == k)
+            if not sigma[k] > NOISE_FREE_LEVEL * size:
+                raise InputError(
+                    f"the residual of output {k!r} at the identified point is "
+                    f"{sigma[k]:.3g} (rms), {sigma[k] / size if size else 0:.2g} of the data's "
+                    "size: the data carry no noise (synthetic data from the model?), so no "
+                    "noise level can be estimated from them and standard errors from it would "
+                    "be meaningless; pass noise= (--noise) for those of a given noise level")
         source = NOISE_ESTIMATED
     else:
         sigma = noise_levels(noise, outputs)

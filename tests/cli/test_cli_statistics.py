@@ -33,12 +33,28 @@ def test_identify_estimates_the_noise_and_warns(tmp_path, capsys):
     out = tmp_path / "osc"
     assert main(["identify", "oscillator", "--free", "c,d", "--start", "c=30", "--start",
                  "d=0.6", "--t-end", "2", "--outputs", "a", "--quiet", "--method", "lm",
-                 "--out-dir", str(out)]) == 0
+                 "--data-noise", "0.05", "--seed", "4", "--out-dir", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
+    assert report["data"]["noise"] == {"a": 0.05} and report["data"]["seed"] == 4
     st = report["result"]["statistics"]
     assert st["noise_source"] == "estimated from the residual"
+    assert st["noise"]["a"] == pytest.approx(0.05, rel=0.1)
     assert st["correlation"][0][1] == st["correlation"][1][0]
     assert "correlation: c-d" in capsys.readouterr().out
+
+
+def test_noise_free_twin_data_report_no_standard_errors(tmp_path, capsys):
+    """Synthetic data without --data-noise: the report says why there are no standard errors
+    (none from a round-off residual) and how to get them."""
+    out = tmp_path / "twin"
+    assert main(["identify", "oscillator", "--free", "c", "--start", "c=30", "--t-end", "1",
+                 "--outputs", "a", "--quiet", "--out-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "no statistics: the residual of output 'a'" in printed
+    assert "the data carry no noise" in printed and "+-" not in printed
+    report = json.loads((out / "report.json").read_text())
+    assert report["result"]["statistics"] is None
+    assert "--noise" in report["result"]["statistics_note"]
 
 
 def test_bad_noise_on_the_command_line(tmp_path, capsys):

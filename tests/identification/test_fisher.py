@@ -271,13 +271,26 @@ def test_exact_fit_has_no_noise_estimate_but_takes_a_given_noise(regression):
                      Scenario(t_end=1.0, h=0.01))
     res = identify(exp, ["a"], progress=False)            # starts at the truth: J = 0
     assert res.cost == 0.0 and res.statistics is None
-    assert "exactly zero" in res.statistics_note and "noise=" in res.statistics_note
+    assert "the data carry no noise" in res.statistics_note and "noise=" in res.statistics_note
     assert "no statistics" in res.summary()
+    # from a start off the truth the residual ends at round-off, not at zero: still no noise
+    res = identify(exp, ["a", "b"], {"a": 1.3, "b": 1.7}, progress=False)
+    assert 0.0 < res.cost < 1e-20 and res.statistics is None
+    assert "the data carry no noise" in res.statistics_note
+    # noise of 1e-6 of the data's size is estimated (a 20-bit converter's resolution)
+    rng = np.random.default_rng(3)
+    y = traj.outputs["y"]
+    noisy = y + 1e-6 * np.abs(y).max() * rng.standard_normal(y.size)
+    exp_noisy = Experiment(regression, LeastSquares({"y": noisy}, ["y"]),
+                           Scenario(t_end=1.0, h=0.01))
+    est = identify(exp_noisy, ["a"], progress=False).statistics
+    assert est.noise["y"] == pytest.approx(1e-6 * np.abs(y).max(), rel=0.2)
     res = identify(exp, ["a"], noise=0.1, progress=False)
     n = len(traj.t) - 1     # left rectangle: the last sample has no weight
     assert res.statistics.standard_errors["a"] == pytest.approx(0.1 / math.sqrt(n), rel=1e-12)
     off = identify(exp, ["a"], statistics=False, progress=False)
-    assert off.statistics is None and "statistics=False" in off.statistics_note
+    assert off.statistics is None and off.statistics_note is None   # nothing to report
+    assert "statistics" not in off.summary()
 
 
 # ---------------------------------------------------------------------------- dynamic models
