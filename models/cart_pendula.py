@@ -66,6 +66,8 @@ model = symdae.Model(
         F0: 1.0, t_c: 0.5, tau: 0.1,
     },
     outputs={"phi1": phi1, "x": x, "phi3": phi3},
+    units={"phi1": "rad", "x": "m", "phi3": "rad", phi2: "rad", c_f: "N*m/rad",
+           d_f: "N*m*s/rad", d_c: "N*s/m"},
 )
 
 # The paper's identification (spec section 3.2): start values, free parameters, the output and

@@ -32,6 +32,8 @@ model = symdae.Model(
     parameters={mc: 1.0, mp: 0.5, Jp: 0.005, dc: 0.5, g: 9.81, sp_: 0.21, dp: 0.0055},
     inputs=[F],
     outputs={"phi": phi, "vc": xc.diff(t), "phidot": phi.diff(t), "xc": xc},
+    units={"phi": "rad", "vc": "m/s", "phidot": "rad/s", "xc": "m", "F": "N", sp_: "m",
+           mc: "kg", mp: "kg", Jp: "kg*m^2", dc: "N*s/m", dp: "N*m*s/rad", g: "m/s^2"},
 )
 
 FMAX = 2.0                                            # input bounds [-FMAX, FMAX] in N

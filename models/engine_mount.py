@@ -36,6 +36,8 @@ model = symdae.Model(
         a: 0.095, b: 0.0036, g: 9.81, A: 100.0, omega0: 4 * sp.pi.evalf(), C: 25.0,
     },
     outputs={"a1": x1.diff(t, 2), "x1": x1, "v4": x4.diff(t), "lambda": lam},
+    units={"a1": "m/s^2", "x1": "m", "v4": "m/s", "lambda": "N/m", x2: "m", x3: "m", x4: "m",
+           cE1: "N/m", cE2: "N/m^3", dE: "N*s/m", dH2: "N*s^3/m^3"},
 )
 
 # The paper's identification: its start values, the free parameters, the measured output and

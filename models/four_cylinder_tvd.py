@@ -186,6 +186,7 @@ model = symdae.Model(
         "dmf_twist": dmf,
         "ring_twist": q[22] - q[5],
     },
+    units={"twist": "rad", "omega1": "rad/s", "dmf_twist": "rad", "ring_twist": "rad"},
     initial_state=initial,
 )
 

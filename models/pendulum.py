@@ -24,6 +24,8 @@ model = symdae.Model(
     multipliers=[lam],
     parameters={m: 1.0, g: 9.81, L: 0.8, d: 0.1, theta0: 0.9, omega0: 0.5},
     outputs={"x": x, "vy": y.diff(t), "ax": x.diff(t, 2), "lambda": lam},
+    units={"x": "m", "vy": "m/s", "ax": "m/s^2", "lambda": "N/m", y: "m", m: "kg", L: "m",
+           d: "N*s/m"},
     initial_state={
         x: L * sp.sin(theta0), y: -L * sp.cos(theta0),
         x.diff(t): L * omega0 * sp.cos(theta0), y.diff(t): L * omega0 * sp.sin(theta0),

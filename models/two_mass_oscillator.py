@@ -29,6 +29,8 @@ model = symdae.Model(
     parameters={m1: 1.0, m2: 1.0, c1: 1000.0, c2: 1100.0, d1: 1.0, d2: 1.0},
     inputs=[F],
     outputs={"x2": x2, "v1": x1.diff(t), "v2": x2.diff(t), "x1": x1, "a2": x2.diff(t, 2)},
+    units={"x2": "m", "v1": "m/s", "v2": "m/s", "x1": "m", "a2": "m/s^2", "F": "N",
+           m1: "kg", m2: "kg", c1: "N/m", c2: "N/m", d1: "N*s/m", d2: "N*s/m"},
 )
 
 FMAX = 1.0                                            # input bounds [-FMAX, FMAX] in N

@@ -274,8 +274,9 @@ def _figures(pb: FrequencyProblem, result, runs, contrast, n_contour: int):
         spectra[label] = fourier_coefficients(tr.t, tr.outputs[first], [shown]).amplitude
     files = [plot_spectra(shown.frequencies, spectra, pb.band, out / "spectra.png", first,
                           pb.window.frequencies),
-             plot_fit(where.t, where.values, {k: where.at(tr.outputs[first])
-                                              for k, tr in runs.items()}, out / "time.png", first),
+             plot_fit({first: (where.t, where.values, {k: where.at(tr.outputs[first])
+                                                       for k, tr in runs.items()})},
+                      out / "time.png", pb.model.units),
              plot_convergence(result, out / "convergence.png", reference=pb.truth)]
     grids = []
     if n_contour > 0 and len(free) == 2:

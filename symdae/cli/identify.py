@@ -141,17 +141,20 @@ def run(args) -> int:
                            "t0": scenario.t0, "fixed_parameters": fixed},
               "data": data_info, "outputs": outputs, "result": result.to_dict(),
               "cost": {"domain": args.domain, "scan": scan_info,
-                       **cli_pod.write_extras(args, cost, data, outputs, out)}}
+                       **cli_pod.write_extras(args, cost, data, outputs, out,
+                                              ns.get("SENSOR_POSITIONS"))}}
     if truth is not None:
         report["relative_error"] = result.relative_error(truth)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
     plot_convergence(result, out / "convergence.png", reference=truth)
-    first = outputs[0]
     t0 = time.perf_counter()
     runs = {"start": exp.simulate(start), "identified": exp.simulate(result.values)}
-    where = data.align(runs["start"].t, first)
-    plot_fit(where.t, where.values, {k: where.at(tr.outputs[first]) for k, tr in runs.items()},
-             out / "fit.png", first)
+    fits = {}
+    for output in outputs:                   # every fitted output, at its measured samples
+        where = data.align(runs["start"].t, output)
+        fits[output] = (where.t, where.values,
+                        {k: where.at(tr.outputs[output]) for k, tr in runs.items()})
+    plot_fit(fits, out / "fit.png", model.units)
     print(result.summary())
     if truth is not None:
         worst = max(report["relative_error"].values())

@@ -104,8 +104,10 @@ def search(args, experiment, free, start, bounds, out: Path):
     return {name: best.value}, {**dict(bounds or {}), name: (lo, hi)}, info
 
 
-def write_extras(args, cost, data, outputs, out: Path) -> dict:
-    """For --domain pod: the data's POD (ratios.png, modes.png) and its numbers."""
+def write_extras(args, cost, data, outputs, out: Path, positions=None) -> dict:
+    """For --domain pod: the data's POD (ratios.png, modes.png, the modes against the
+    sensors' ``positions`` ({output: position in m}, a model file's SENSOR_POSITIONS) where
+    known, else against their index) and its numbers."""
     if args.domain != "pod":
         return {}
     from ..analysis.pod import pod
@@ -113,7 +115,10 @@ def write_extras(args, cost, data, outputs, out: Path) -> dict:
 
     P = pod(data, outputs, quadrature=args.quadrature, center=args.center)
     plot_pod_ratios(P, out / "ratios.png")
-    plot_pod_modes(P, out / "modes.png", modes=sorted(set([1] + list(args.modes)))[:6])
+    where = positions and all(o in positions for o in outputs)
+    plot_pod_modes(P, out / "modes.png", modes=sorted(set([1] + list(args.modes)))[:6],
+                   positions=[positions[o] for o in outputs] if where else None,
+                   xlabel="sensor position [m]" if where else "sensor (index)")
     return {"modes": args.modes, "basis": args.basis, "match": args.match,
             "center": args.center, "ratios": P.ratios.tolist(),
             "fitted_ratios": {i: float(P.ratios[i - 1]) for i in args.modes},

@@ -24,5 +24,5 @@ def run(args) -> int:
     print(summary)
     print(f"wrote {csv_path}")
     if not args.no_plot:
-        print(f"wrote {plot_outputs(traj, out / 'outputs.png')}")
+        print(f"wrote {plot_outputs(traj, out / 'outputs.png', model.units)}")
     return 0

@@ -16,7 +16,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 from sympy.physics.mechanics import dynamicsymbols
 
-from ..errors import InputError, ModelError, UndeclaredSymbolError
+from ..errors import InputError, ModelError, UndeclaredSymbolError, UnknownNameError
 
 __all__ = ["Model", "KernelSymbols", "parameter_name", "by_parameter_name"]
 
@@ -117,13 +117,17 @@ class Model:
         are differentiated exactly by the gradient.
     time:
         The time symbol (default: the one of ``dynamicsymbols``).
+    units:
+        ``{name or symbol: unit}`` of outputs, coordinates, parameters and inputs (e.g.
+        ``{"a1": "m/s^2", x1: "m", cE1: "N/m"}``), for figure axes and reports; names without
+        one are shown bare. Not part of the generated code.
     """
 
     def __init__(self, name: str, coordinates: Iterable, *, mass_matrix=None, lagrangian=None,
                  forces=None, constraints: Iterable = (), parameters: Mapping | None = None,
                  inputs: Iterable = (), outputs: Mapping | None = None,
                  multipliers: Iterable | None = None, initial_state: Mapping | None = None,
-                 time: sp.Symbol | None = None):
+                 time: sp.Symbol | None = None, units: Mapping | None = None):
         if not isinstance(name, str) or not name.strip():
             raise ModelError("model name must be a non-empty string")
         self.name = name
@@ -232,6 +236,7 @@ class Model:
         self.symbols = KernelSymbols.make(n, m, len(self.parameters), len(self.inputs))
         self._replacements = self._make_replacements()
         self._check_expressions()
+        self.units = self._units(units or {})
 
     # ------------------------------------------------------------------ sizes and names
     @property
@@ -289,6 +294,25 @@ class Model:
         for s in declared:
             if _RESERVED.match(s.name):
                 raise ModelError(f"symbol name {s.name!r} is reserved for kernel arguments")
+
+    def _units(self, units: Mapping) -> dict:
+        known = (self.output_names + self.coordinate_names + self.parameter_names
+                 + self.input_names)
+        out = {}
+        for key, unit in dict(units).items():
+            name = key if isinstance(key, str) else (
+                key.func.__name__ if _is_dynamic(key, self.time) else parameter_name(key))
+            if name not in known:
+                raise UnknownNameError(f"units: {key!r} is not an output, coordinate, "
+                                       f"parameter or input of the model; those are {known}")
+            if not isinstance(unit, str):
+                raise ModelError(f"units: the unit of {name!r} must be a string, got {unit!r}")
+            out[name] = unit
+        return out
+
+    def unit(self, name: str) -> str:
+        """The declared unit of an output, coordinate, parameter or input ('' if none)."""
+        return self.units.get(name, "")
 
     # ------------------------------------------------------------------ symbol mapping
     def _make_replacements(self) -> dict:

@@ -505,7 +505,7 @@ def _initial_key(key, mech: Mechanics, smap: SpeedMap | None):
 def from_mechanics(obj, *, name: str | None = None, parameters: Mapping | None = None,
                    inputs: Iterable = (), outputs: Mapping | None = None,
                    initial_state: Mapping | None = None, multipliers: Iterable | None = None,
-                   simplify: bool = True) -> Model:
+                   simplify: bool = True, units: Mapping | None = None) -> Model:
     """A symdae Model from a sympy.physics.mechanics ``System``, ``KanesMethod`` or
     ``LagrangesMethod``.
 
@@ -541,7 +541,8 @@ def from_mechanics(obj, *, name: str | None = None, parameters: Mapping | None =
     init = {_initial_key(k, mech, smap): _output_expr(v, smap, f"initial value of {k}")
             for k, v in (initial_state or {}).items()}
     common = {"constraints": holonomic, "parameters": parameters, "inputs": inputs,
-              "outputs": outs, "initial_state": init, "multipliers": multipliers}
+              "outputs": outs, "initial_state": init, "multipliers": multipliers,
+              "units": units}
     label = name or "mechanics"
     try:
         if mech.lagrangian is not None:

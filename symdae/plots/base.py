@@ -10,7 +10,8 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["plot_outputs", "plot_convergence", "plot_fit"]
+__all__ = ["plot_outputs", "outputs_figure", "plot_convergence", "plot_fit", "fit_figure",
+           "axis_label", "envelope", "figure"]
 
 
 def figure(rows: int, height: float = 3.0):
@@ -22,18 +23,43 @@ def figure(rows: int, height: float = 3.0):
     return fig, [fig.add_subplot(rows, 1, k + 1) for k in range(rows)]
 
 
-def plot_outputs(traj, path) -> Path:
-    """Every output of a trajectory over time, one panel each."""
+def axis_label(name: str, unit: str = "") -> str:
+    """``name [unit]``, or the bare name where no unit is declared."""
+    return f"{name} [{unit}]" if unit else name
+
+
+def envelope(t: np.ndarray, y: np.ndarray, points: int = 4000):
+    """Min/max per bin: a long signal drawn with its envelope (425 000 samples do not fit in
+    the pixels, and the envelope is what a plot of all of them shows, without the solid block
+    Matplotlib draws from a line through all of them)."""
+    if len(t) <= 2 * points:
+        return t, y
+    k = len(t) // points
+    m = k * points
+    tt = t[:m].reshape(points, k).mean(axis=1)
+    yy = y[:m].reshape(points, k)
+    return np.repeat(tt, 2), np.column_stack([yy.min(axis=1), yy.max(axis=1)]).ravel()
+
+
+def plot_outputs(traj, path, units: Mapping | None = None) -> Path:
+    """Every output of a trajectory over time, one panel each (``units``: {output: unit},
+    e.g. ``model.units``); long records drawn as their min/max envelope."""
+    outputs_figure(traj, units).savefig(path, dpi=120)
+    return Path(path)
+
+
+def outputs_figure(traj, units: Mapping | None = None):
+    """The figure of :func:`plot_outputs`."""
+    units = dict(units or {})
     names = list(traj.outputs) or ["(no outputs)"]
     fig, axes = figure(len(names), 2.2)
     for ax, name in zip(axes, names):
         if name in traj.outputs:
-            ax.plot(traj.t, traj.outputs[name], lw=0.8)
-        ax.set_ylabel(name)
+            ax.plot(*envelope(traj.t, traj.outputs[name]), lw=0.8)
+        ax.set_ylabel(axis_label(name, units.get(name, "")))
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
-    return Path(path)
+    return fig
 
 
 def plot_convergence(result, path, reference: Mapping | None = None) -> Path:
@@ -59,24 +85,45 @@ def plot_convergence(result, path, reference: Mapping | None = None) -> Path:
     return Path(path)
 
 
-def plot_fit(t: np.ndarray, measured: np.ndarray, curves: Mapping, path,
-             output: str = "output") -> Path:
-    """Measured signal against simulated ones (e.g. {'start': s0, 'identified': s1})."""
-    fig, (ax1, ax2) = figure(2)
-    ax1.plot(t, measured, "k", lw=1.6, label="measured")
-    styles = ["C1--", "C0-", "C2-.", "C3:"]
-    for (label, s), style in zip(curves.items(), styles):
-        ax1.plot(t, s, style, lw=0.8, label=label)
-    ax1.set_ylabel(output)
-    ax1.legend()
-    ax1.grid(alpha=0.3)
-    # bit-identical samples would plot at 1e-300: clip at the signal's round-off level
-    floor = np.finfo(float).eps * max(float(np.max(np.abs(measured))), np.finfo(float).tiny)
-    for (label, s), style in zip(curves.items(), styles):
-        ax2.semilogy(t, np.maximum(np.abs(s - measured), floor), style, lw=0.6, label=label)
-    ax2.set_ylabel(f"|{output} - measured| (>= eps max|measured|)")
-    ax2.set_xlabel("t [s]")
-    ax2.legend()
-    ax2.grid(alpha=0.3, which="both")
-    fig.savefig(path, dpi=120)
+def plot_fit(fits: Mapping, path, units: Mapping | None = None) -> Path:
+    """Measured against simulated signals, one row per fitted output: the signals (left) and
+    |simulated - measured| (right). ``fits``: {output: (t, measured, {label: simulated})}, the
+    simulated values at the measured samples (e.g. {'start': s0, 'identified': s1});
+    ``units``: {output: unit}. Long records are drawn as their min/max envelopes."""
+    fit_figure(fits, units).savefig(path, dpi=120)
     return Path(path)
+
+
+def fit_figure(fits: Mapping, units: Mapping | None = None):
+    """The figure of :func:`plot_fit`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    units = dict(units or {})
+    fig = Figure(figsize=(12, (2.8 if len(fits) <= 4 else 1.9) * len(fits)),
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(fits), 2, squeeze=False)
+    styles = ["C1--", "C0-", "C2-.", "C3:"]
+    for (ax1, ax2), (output, (t, measured, curves)) in zip(axes, fits.items()):
+        t, measured = np.asarray(t), np.asarray(measured)
+        unit = units.get(output, "")
+        few = len(t) <= 400          # a few samples are points, not a line
+        ax1.plot(*envelope(t, measured), "k." if few else "k-", ms=3, lw=1.6,
+                 label="measured")
+        for (label, s), style in zip(curves.items(), styles):
+            ax1.plot(*envelope(t, np.asarray(s)), style, lw=0.8, label=label)
+        ax1.set_ylabel(axis_label(output, unit))
+        ax1.legend(fontsize=8)
+        ax1.grid(alpha=0.3)
+        # bit-identical samples would plot at 1e-300: clip at the signal's round-off level
+        floor = np.finfo(float).eps * max(float(np.max(np.abs(measured))), np.finfo(float).tiny)
+        for (label, s), style in zip(curves.items(), styles):
+            err = np.maximum(np.abs(np.asarray(s) - measured), floor)
+            ax2.semilogy(*envelope(t, err), style, lw=0.6, label=label)
+        ax2.set_ylabel(axis_label(f"|{output} - measured|", unit))
+        ax2.grid(alpha=0.3, which="both")
+    for ax in axes[-1]:
+        ax.set_xlabel("t [s]")
+    axes[0][1].set_title("residual (at least eps max |measured|)", fontsize=9)
+    return fig

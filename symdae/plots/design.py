@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import figure
+from .base import axis_label, figure
 
 __all__ = ["plot_design_convergence", "plot_design_inputs", "plot_end_conditions",
            "plot_design_outputs", "plot_rms_scans"]
@@ -103,10 +103,13 @@ def plot_end_conditions(design, path) -> Path:
         for a in (ax, zoom):
             a.axhline(c.target, color="k", lw=0.6)
             a.grid(alpha=0.3)
-        ax.set_ylabel(c.name)
+        ax.set_ylabel(axis_label(c.name, design.problem.system.model.unit(c.name)))
         zoom.set_title("last 10 %", fontsize=8)
         if r == 0:
             ax.legend(ncol=len(runs))
+        if r == len(conds) - 1:
+            ax.set_xlabel("t [s]")
+            zoom.set_xlabel("t [s]")
     fig.savefig(path, dpi=120)
     return Path(path)
 
@@ -123,7 +126,8 @@ def plot_design_outputs(design, path, outputs: Sequence[str] | None = None,
             y = traj.outputs[o] + (rng.normal(0.0, noise, traj.t.size) if noise else 0.0)
             style, lw = _style(label, k)
             ax.plot(traj.t, y, style, lw=lw, label=label)
-        ax.set_ylabel(o + (f" + noise {noise:g}" if noise else ""))
+        ax.set_ylabel(axis_label(o, design.problem.system.model.unit(o))
+                      + (f" + noise {noise:g}" if noise else ""))
         ax.legend(ncol=len(runs))
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
@@ -167,16 +171,21 @@ def plot_rms_scans(scans: Sequence, path) -> Path:
         top = max(float(np.max(E)) for E in scan.values.values())
         low = min(float(np.min(E)) for E in scan.values.values())
         levels = np.geomspace(max(low, top * 1e-6, 1e-300), top, 12) if top > 0 else None
+        row = []
         for c, label in enumerate(labels):
             ax = fig.add_subplot(len(scans), len(labels), r * len(labels) + c + 1)
             norm = LogNorm(levels[0], levels[-1]) if levels is not None else None
             cs = ax.contour(x, y, scan.values[label].T, levels=levels, linewidths=0.8,
                             norm=norm, cmap="viridis")
-            ax.clabel(cs, fontsize=6, fmt="%.2g")
             if scan.truth.get(nx) is not None:
                 ax.plot(scan.truth[nx], scan.truth[ny], "k+", ms=8)
             ax.set_title(f"{label}, noise {scan.noise:g}", fontsize=9)
             ax.set_xlabel(nx)
             ax.set_ylabel(ny)
+            row.append(ax)
+        # the levels (equal across a row) on one colour bar: labels on the lines overlap
+        # where the contours crowd near the minimum
+        if levels is not None:
+            fig.colorbar(cs, ax=row, label="E_RMS", format="%.2g")
     fig.savefig(path, dpi=120)
     return Path(path)

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .base import figure
+from .base import envelope, figure
 
 __all__ = ["plot_window", "plot_order_curve", "plot_orders"]
 
@@ -19,24 +19,12 @@ _STYLES = {"data": ("C2-.", 1.6), "measured": ("C2-.", 1.6), "start": ("C1--", 1
            "identified": ("k^-", 1.0)}
 
 
-def _envelope(t, y, points: int = 4000):
-    """Min/max per bin: a long signal drawn with its envelope (425 000 samples do not fit in
-    the pixels, and the envelope is what a plot of all of them shows)."""
-    if len(t) <= 2 * points:
-        return t, y
-    k = len(t) // points
-    m = k * points
-    tt = t[:m].reshape(points, k).mean(axis=1)
-    yy = y[:m].reshape(points, k)
-    return np.repeat(tt, 2), np.column_stack([yy.min(axis=1), yy.max(axis=1)]).ravel()
-
-
 def plot_window(t: np.ndarray, y: np.ndarray, window, path, output: str = "twist",
                 speed: float | None = None) -> Path:
     """Fig. 11: y(t) over the run with the window's interval marked (top), and the zoom on the
     window: y, the window eta(t) (right axis) and eta y (bottom)."""
     fig, (ax1, ax2) = figure(2, 3.2)
-    te, ye = _envelope(t, y)
+    te, ye = envelope(t, y)
     ax1.plot(te, ye, "k-", lw=0.5)
     ax1.axvspan(window.start, window.end, color="C0", alpha=0.3,
                 label=f"window [{window.start:.4f}, {window.end:.4f}] s"
