@@ -35,6 +35,7 @@ import sympy as sp
 
 from .._version import ABI_VERSION
 from ..errors import InputError, UnknownNameError
+from .nonsmooth import almost_everywhere
 from .roundoff import magnitude
 
 __all__ = ["Block", "KernelSpec", "KERNELS", "KERNEL_NAMES", "kernel", "Sizes", "size",
@@ -220,7 +221,8 @@ def _state_hvp(ds, w):
                 free = e.free_symbols
                 for y in wrt:
                     if y in free:
-                        acc[y].setdefault(rows[k], []).append(cols[j] * e.diff(y))
+                        acc[y].setdefault(rows[k], []).append(
+                            cols[j] * almost_everywhere(e.diff(y)))
 
     wM, wG, wC, wS = w["wM"], w["wG"], w["wC"], w["wS"]
     for A, rows, cols in ((ds.JM, wM, dq), (ds.M, wM, da), (ds.PM, wM, dp),
