@@ -187,7 +187,7 @@ def _residual_magnitude(ds, w):
     S = ds.symbols
     sizes = dict(zip(S.q, w["qs"])) | dict(zip(S.v, w["vs"]))
     exact = (S.t,) + S.p + S.u
-    return [[magnitude(e, sizes, exact) for e in M] for M in (ds.Ma, ds.g, ds.C)]
+    return [[magnitude(e, sizes, exact, w["switch"]) for e in M] for M in (ds.Ma, ds.g, ds.C)]
 
 
 def _output_vjp(ds, w):
@@ -246,10 +246,12 @@ KERNELS = (
     KernelSpec("outputs", (_b("s", "n_s"),), forward=True, build=lambda ds, w: [ds.s],
                doc="the model outputs s(t, x, p, u)"),
     KernelSpec("residual_magnitude", (_b("Ma", "n"), _b("g", "n"), _b("C", "m")),
-               (_b("qs", "n"), _b("vs", "n")), forward=True, build=_residual_magnitude,
+               (_b("qs", "n"), _b("vs", "n"), _b("switch")), forward=True,
+               build=_residual_magnitude,
                doc="the size of the terms of each residual entry, q and v counted with the "
                    "sizes qs, vs of the terms they were summed from (symdae.roundoff): eps "
-                   "times it is the entry's rounding error, the Newton test's floor"),
+                   "times it is the entry's rounding error, the Newton test's floor; with "
+                   "switch = 1 a switch whose argument is at round-off counts its jump"),
     KernelSpec("jacobians", (_b("JM", "n", "n"), _b("JG", "n", "n"), _b("GV", "n", "n"),
                              _b("Cq", "m", "n")),
                build=lambda ds, w: [ds.JM, ds.JG, ds.GV, ds.Cq],

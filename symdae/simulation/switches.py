@@ -14,7 +14,11 @@ import sympy as sp
 
 from ..model.nonsmooth import switching_functions
 
-__all__ = ["SwitchCounter"]
+__all__ = ["SwitchCounter", "ROUNDOFF"]
+
+# a switching function within this much of its largest value is on the switch: a step the
+# Newton iteration ended on a switch leaves it at a few eps of its terms
+ROUNDOFF = 64 * np.finfo(float).eps
 
 
 def _model_expressions(model) -> list:
@@ -49,9 +53,15 @@ class SwitchCounter:
         out = self._fn(cols)
         return np.column_stack([np.broadcast_to(np.asarray(f, dtype=float), (N,)) for f in out])
 
-    def count(self, t, q, v, a, lam, p, U) -> int:
-        """Sign changes of every switching function between consecutive grid points."""
+    def count(self, t, q, v, a, lam, p, U) -> tuple[int, int]:
+        """(switches, steps on a switch): changes of the mode (-, 0, +) of every switching
+        function between consecutive grid points, where 0 is a value within round-off of the
+        switch (a step that ended on it, newton.pxd switch_search: a sticking friction), and
+        the number of grid points where some switching function is there."""
         if self._fn is None:
-            return 0
-        s = np.sign(self.values(t, q, v, a, lam, p, U))
-        return int(np.count_nonzero(s[1:] != s[:-1]))
+            return 0, 0
+        f = self.values(t, q, v, a, lam, p, U)
+        floor = ROUNDOFF * np.max(np.abs(f), axis=0, initial=0.0)
+        s = np.where(np.abs(f) <= floor, 0.0, np.sign(f))
+        return int(np.count_nonzero(s[1:] != s[:-1])), int(np.count_nonzero(np.any(s == 0,
+                                                                                axis=1)))

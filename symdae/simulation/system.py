@@ -172,8 +172,8 @@ class System:
         self._check_outputs(fwd.S, t)
         counters = fwd.report.counters.as_dict()
         if self.switch_counter.functions:             # a non-smooth model
-            counters["switches"] = self.switch_counter.count(t, fwd.q, fwd.v, fwd.a, fwd.lam,
-                                                             p, U)
+            counters["switches"], counters["on_switch"] = self.switch_counter.count(
+                t, fwd.q, fwd.v, fwd.a, fwd.lam, p, U)
         return Trajectory(
             t=t, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
             outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},

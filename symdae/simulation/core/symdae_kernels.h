@@ -15,7 +15,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 7
+#define SYMDAE_ABI_VERSION 8
 
 typedef struct {
     double t;
