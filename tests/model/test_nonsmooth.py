@@ -97,6 +97,8 @@ def test_uncompilable_function_is_named_with_advice():
         one_mass("ns_bessel", -k * sp.besselj(0, x))
     with pytest.raises(ModelError, match=r"output 'y'.*DiracDelta.*cannot be compiled"):
         one_mass("ns_delta", -k * x, outputs={"y": sp.DiracDelta(x)})
+    with pytest.raises(ModelError, match=r"force 0 \(x\).*gamma.*its derivative.*polygamma"):
+        one_mass("ns_gamma", -k * sp.gamma(x))
     with pytest.raises(symdae.UndeclaredSymbolError):
         one_mass("ns_undef", -k * f(x))
 
