@@ -18,7 +18,8 @@ from sympy.core.function import AppliedUndef, ArgumentIndexError
 from ..errors import ModelError
 from .printer import printable_functions
 
-__all__ = ["almost_everywhere", "check_compilable", "switching_functions", "NONSMOOTH"]
+__all__ = ["almost_everywhere", "check_compilable", "switching_functions", "has_jumps",
+           "NONSMOOTH"]
 
 # the non-smooth functions a model may use (besides floor and ceiling, whose derivative is 0)
 NONSMOOTH = (sp.sign, sp.Abs, sp.Max, sp.Min, sp.Heaviside, sp.Piecewise)
@@ -75,6 +76,17 @@ def check_compilable(expr: sp.Expr, where: str) -> None:
                 raise ModelError(f"{where}: {f} can be compiled but its derivative "
                                  f"{'' if d is None else f'({bad}) '}cannot, and every "
                                  f"gradient needs it; {_ADVICE}")
+
+
+_JUMPS = (sp.sign, sp.Heaviside, sp.Piecewise, sp.floor, sp.ceiling)
+
+
+def has_jumps(exprs: Iterable[sp.Expr]) -> bool:
+    """Do the expressions hold a term that may jump (sign, Heaviside, Piecewise, floor,
+    ceiling)? Only then may a step have no root on either branch of a switch, and the Newton
+    iteration search for the switching point (newton.pxd, switch_search); Abs, Max and Min
+    are continuous."""
+    return any(sp.sympify(e).has(*_JUMPS) for e in exprs)
 
 
 def switching_functions(exprs: Iterable[sp.Expr]) -> list[sp.Expr]:

@@ -120,3 +120,12 @@ def test_roundoff_of_a_switch_is_its_jump_within_the_switching_argument_rounding
     assert eps * float(mp.subs({z: 1.0, c: 3.0})) >= 3.0
     mx = magnitude(sp.Max(z, c))
     assert float(mx.subs({z: -2.0, c: 3.0})) == pytest.approx(3.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("law, jumps", [("sign", 1), ("heaviside", 1), ("piecewise", 1),
+                                        ("max", 0), ("min", 0), ("abs", 0)])
+def test_the_module_says_whether_the_residual_jumps(law, jumps):
+    """Only a residual that can jump lets the Newton iteration search for a switching point
+    (newton.pxd): Max, Min and Abs are continuous, and smooth models keep plain Newton."""
+    assert f"_model.jumps = {jumps}\n" in emit_cython(derive(one_mass(f"ns_{law}", LAWS[law])))
+    assert "_model.jumps = 0\n" in emit_cython(derive(one_mass("ns_smooth", -k * x)))

@@ -18,6 +18,7 @@ import sympy as sp
 from ...errors import InputError
 from ...model.derivation import DerivedSystem
 from ...model.kernels import Sizes, kernel, kernel_expressions, split, weight_size
+from ...model.nonsmooth import has_jumps
 from .base import (
     AdjointResult,
     Counters,
@@ -109,6 +110,8 @@ class NumpyBackend:
         self.derived = derived
         self.sizes = Sizes.of(derived.sizes)
         self._exprs = kernel_expressions(derived)
+        # terms that jump: only then a switch search (newton.pxd, symdae_model.jumps)
+        self._jumps = has_jumps(list(derived.Ma) + list(derived.g) + list(derived.C))
         self._fns: dict = {}
         self._out_jac = None
 
@@ -284,7 +287,7 @@ class NumpyBackend:
             norm = rel.max(initial=0.0)
             if norm <= 1.0:
                 return y, res, noise
-            if j > 1 and norm >= 0.5 * norm_prev and ratio > STALL_FACTOR \
+            if self._jumps and j > 1 and norm >= 0.5 * norm_prev and ratio > STALL_FACTOR \
                     and float(dy @ dy_prev) < 0.0:
                 # reversed, not shrinking: the step's root is on a switch (newton.pxd)
                 return self._switch_search(t1, qh, vh, base, y - dy_prev, y, p, u, c, counts,

@@ -25,13 +25,13 @@
 #
 # Switches (non-smooth residuals: sign, Max, Piecewise, ...): K holds the derivative of the
 # active branch, so a switch inside a step shows as poor contraction and refreshes K at the
-# current iterate (the refresh when the active set changes). When the step has no root on
+# current iterate (the refresh when the active set changes). In a model whose residual has
+# terms that jump (km.jumps: sign, Heaviside, Piecewise), when the step has no root on
 # either branch (the jump carries each branch's Newton root onto the other branch), the
 # full-Newton corrections reverse without shrinking, far above round-off; switch_search then
 # bisects the segment between the two iterates for the switching point and accepts it by test
-# (b): there the
-# switching argument is at its rounding and the round-off model (roundoff.py) makes the switch
-# undetermined by its jump. Such a step ends exactly on a switch.
+# (b): there the switching argument is at its rounding and the round-off model (roundoff.py)
+# makes the switch undetermined by its jump. Such a step ends exactly on a switch.
 from libc.math cimport fabs, isfinite, INFINITY
 from libc.string cimport memcpy, memset
 
@@ -313,7 +313,8 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             for k in range(nm):
                 w.dy[k] = -w.R[k]
             apply(lu, LU, piv, w.dy)
-        if refreshed and j > 1 and norm >= 0.5 * norm_prev and ratio > STALL_FACTOR:
+        if km.jumps and refreshed and j > 1 and norm >= 0.5 * norm_prev \
+                and ratio > STALL_FACTOR:
             # (near round-off, corrections are noise and may reverse: tests (b), (c) decide)
             side = 0.0
             for k in range(nm):
