@@ -78,15 +78,40 @@ def check_compilable(expr: sp.Expr, where: str) -> None:
                                  f"gradient needs it; {_ADVICE}")
 
 
-_JUMPS = (sp.sign, sp.Heaviside, sp.Piecewise, sp.floor, sp.ceiling)
+_JUMPS = (sp.sign, sp.Heaviside, sp.floor, sp.ceiling)
+
+
+def _continuous(pw: sp.Piecewise) -> bool:
+    """Is a Piecewise continuous where each condition's single relation holds with equality
+    (consecutive branches equal there)? False when that cannot be shown."""
+    for (e1, c1), (e2, _) in zip(pw.args, pw.args[1:]):
+        rels = sp.sympify(c1).atoms(sp.core.relational.Relational)
+        if len(rels) != 1:
+            return False
+        (r,) = rels
+        d = r.lhs - r.rhs
+        for s in sorted(d.free_symbols, key=str):
+            try:
+                roots = sp.solve(d, s)
+            except (NotImplementedError, ValueError):
+                continue
+            if roots and all(sp.simplify((e1 - e2).subs(s, x)) == 0 for x in roots):
+                break
+        else:
+            return False
+    return True
 
 
 def has_jumps(exprs: Iterable[sp.Expr]) -> bool:
-    """Do the expressions hold a term that may jump (sign, Heaviside, Piecewise, floor,
-    ceiling)? Only then may a step have no root on either branch of a switch, and the Newton
-    iteration search for the switching point (newton.pxd, switch_search); Abs, Max and Min
-    are continuous."""
-    return any(sp.sympify(e).has(*_JUMPS) for e in exprs)
+    """Do the expressions hold a term that may jump (sign, Heaviside, floor, ceiling, a
+    Piecewise not shown continuous)? Only then may a step have no root on either branch of a
+    switch, and the Newton iteration search for the switching point (newton.pxd,
+    switch_search); Abs, Max, Min and a ramp Piecewise((0, x < 0), (x**2, True)) are
+    continuous."""
+    for e in map(sp.sympify, exprs):
+        if e.has(*_JUMPS) or not all(_continuous(pw) for pw in e.atoms(sp.Piecewise)):
+            return True
+    return False
 
 
 def switching_functions(exprs: Iterable[sp.Expr]) -> list[sp.Expr]:

@@ -37,6 +37,7 @@ LAWS = {
     "min": -k * sp.Min(x, 0.5 * x) - mu * XD,
     "heaviside": -k * x - mu * sp.Heaviside(XD),
     "piecewise": -k * x - sp.Piecewise((mu, XD > 0), (-mu, True)),
+    "ramp": -k * sp.Piecewise((0, x < 0.5), ((x - 0.5) ** 2, True)) - mu * XD,
 }
 
 
@@ -123,9 +124,10 @@ def test_roundoff_of_a_switch_is_its_jump_within_the_switching_argument_rounding
 
 
 @pytest.mark.parametrize("law, jumps", [("sign", 1), ("heaviside", 1), ("piecewise", 1),
-                                        ("max", 0), ("min", 0), ("abs", 0)])
+                                        ("max", 0), ("min", 0), ("abs", 0), ("ramp", 0)])
 def test_the_module_says_whether_the_residual_jumps(law, jumps):
     """Only a residual that can jump lets the Newton iteration search for a switching point
-    (newton.pxd): Max, Min and Abs are continuous, and smooth models keep plain Newton."""
+    (newton.pxd): Max, Min, Abs and a ramp Piecewise (continuous at its switch, like the
+    four-cylinder engine's) do not, and smooth models keep plain Newton."""
     assert f"_model.jumps = {jumps}\n" in emit_cython(derive(one_mass(f"ns_{law}", LAWS[law])))
     assert "_model.jumps = 0\n" in emit_cython(derive(one_mass("ns_smooth", -k * x)))

@@ -253,7 +253,7 @@ class NumpyBackend:
         report. The stopping tests (a), (b), (c) of newton.pxd, the round-off level taken where
         that takes it; every iteration has a fresh matrix."""
         n = qh.shape[0]
-        first, ratio_prev, norm_prev, dy_prev = None, np.inf, np.inf, None
+        first, ratio_prev, norm_prev, dy_prev, searched = None, np.inf, np.inf, None, False
         for j in range(max_iter):
             qc, vc, res, R = self._residual(t1, qh, vh, y, gprev, p, u, c, counts)
             if j == 1 or noise is None:
@@ -287,11 +287,15 @@ class NumpyBackend:
             norm = rel.max(initial=0.0)
             if norm <= 1.0:
                 return y, res, noise
-            if self._jumps and j > 1 and norm >= 0.5 * norm_prev and ratio > STALL_FACTOR \
-                    and float(dy @ dy_prev) < 0.0:
+            if self._jumps and not searched and j > 1 and norm >= 0.5 * norm_prev \
+                    and ratio > STALL_FACTOR and float(dy @ dy_prev) < 0.0:
                 # reversed, not shrinking: the step's root is on a switch (newton.pxd)
-                return self._switch_search(t1, qh, vh, base, y - dy_prev, y, p, u, c, counts,
-                                           first, gprev)
+                out = self._switch_search(t1, qh, vh, base, y - dy_prev, y, p, u, c, counts,
+                                          first, gprev)
+                if not (isinstance(out, SweepReport) and out.status == "newton_failed"):
+                    return out
+                searched, noise = True, None     # no switching point: Newton goes on
+                continue
             y, dy_prev, norm_prev = y + dy, dy, norm
         return SweepReport("newton_failed", iterations=max_iter, residual_norm=rnorm,
                            first_residual_norm=first, noise_ratio=ratio)

@@ -238,7 +238,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     w.LUr = take(a, nm * nm)
     w.pr = take_int(a, nm)
     w.tau = take(a, n_tau)
-    w.ys = take(a, 3 * nm)
+    w.ys = take(a, 4 * nm)
 
 
 cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonWork* w,

@@ -74,7 +74,8 @@ cdef struct NewtonWork:
     double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
     int* pr
     double* tau      # time terms at t_{i+1}
-    double* ys       # switch_search: the segment's ends and the previous correction (3 nm)
+    double* ys       # switch_search: the segment's ends, the previous correction and the
+                     # iterate it started from (4 nm)
 
 
 cdef struct StepOutcome:
@@ -195,6 +196,7 @@ cdef inline int switch_search(const symdae_model* km, symdae_args* x, const Sche
     for k in range(nm):
         hi[k] = w.y[k]
         lo[k] = w.y[k] - w.ys[2 * nm + k]
+    memcpy(w.ys + 3 * nm, w.y, nm * sizeof(double))
     for it in range(SWITCH_HALVINGS):
         for k in range(nm):
             w.y[k] = 0.5 * (lo[k] + hi[k])
@@ -214,6 +216,7 @@ cdef inline int switch_search(const symdae_model* km, symdae_args* x, const Sche
         for k in range(nm):
             side += w.dy[k] * (hi[k] - lo[k])
         memcpy(lo if side > 0.0 else hi, w.y, nm * sizeof(double))
+    memcpy(w.y, w.ys + 3 * nm, nm * sizeof(double))    # no switching point: back to Newton
     return NEWTON_FAILED
 
 
@@ -254,7 +257,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
     cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side
-    cdef bint refreshed = False
+    cdef bint refreshed = False, searched = False
     cdef int status = NEWTON_FAILED
     out.iterations = 0
     out.refreshes = 0
@@ -313,14 +316,22 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             for k in range(nm):
                 w.dy[k] = -w.R[k]
             apply(lu, LU, piv, w.dy)
-        if km.jumps and refreshed and j > 1 and norm >= 0.5 * norm_prev \
+        if km.jumps and refreshed and not searched and j > 1 and norm >= 0.5 * norm_prev \
                 and ratio > STALL_FACTOR:
             # (near round-off, corrections are noise and may reverse: tests (b), (c) decide)
             side = 0.0
             for k in range(nm):
                 side += w.dy[k] * w.ys[2 * nm + k]
             if side < 0.0:      # reversed, not shrinking: the step's root is on a switch
-                return switch_search(km, x, c, w, lu, LU, piv, out)
+                status = switch_search(km, x, c, w, lu, LU, piv, out)
+                if status != NEWTON_FAILED:
+                    return status
+                # no switching point on the segment: Newton goes on from where it was, with
+                # a round-off level taken without the switches' jumps
+                searched = True
+                have_noise = False
+                status = NEWTON_FAILED
+                continue
         for k in range(nm):
             w.y[k] += w.dy[k]
             w.ys[2 * nm + k] = w.dy[k]
