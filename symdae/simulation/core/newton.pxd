@@ -31,7 +31,8 @@
 # full-Newton corrections reverse without shrinking, far above round-off; switch_search then
 # bisects the segment between the two iterates for the switching point and accepts it by test
 # (b): there the switching argument is at its rounding and the round-off model (roundoff.py)
-# makes the switch undetermined by its jump. Such a step ends exactly on a switch.
+# makes the switch undetermined by its jump. Such a step ends exactly on a switch. A search
+# that finds no switching point hands the step back to Newton (once per step).
 from libc.math cimport fabs, isfinite, INFINITY
 from libc.string cimport memcpy, memset
 
