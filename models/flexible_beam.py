@@ -31,6 +31,10 @@ functions (exactly nodal values when the sensors sit on nodes). Parameters: EI, 
 The nominal values are the "true joints" (k_s = 2000 N/m, c_s = 2 N s/m); ``UNCERTAIN_JOINTS``
 holds the identification model's mismatched supports of the spec (+20 %, -50 %).
 
+``model_friction`` is the friction variant of the uncertain joints: each support also has dry
+friction Fs tanh(y' / v_eps) (Fs = 2 N, v_eps = 1 cm/s; 1 mm/s is too stiff for h = 1e-4),
+so the ends stick most of the time (README, "Non-smooth forces").
+
 The model is linear, so the first Newton correction (with the exact, constant matrix) lands
 on the step's solution to round-off and the second iteration accepts it: every step takes
 exactly 2 iterations at the default tolerance.
@@ -70,8 +74,11 @@ def _locate(fraction, ne):
     return e, s - e
 
 
-def make_beam(ne: int = 10, n_sensors: int = 11, name: str | None = None) -> symdae.Model:
-    """The beam with ``ne`` Hermite elements and ``n_sensors`` equally spaced sensors."""
+def make_beam(ne: int = 10, n_sensors: int = 11, name: str | None = None,
+              support_friction: bool = False) -> symdae.Model:
+    """The beam with ``ne`` Hermite elements and ``n_sensors`` equally spaced sensors; with
+    ``support_friction`` each support also has dry friction Fs tanh(y' / v_eps) (parameters
+    Fs, v_eps after the others)."""
     if ne < 1 or n_sensors < 2:
         raise symdae.ModelError(f"the beam needs ne >= 1 elements and >= 2 sensors, got "
                                 f"ne = {ne}, n_sensors = {n_sensors}")
@@ -101,25 +108,33 @@ def make_beam(ne: int = 10, n_sensors: int = 11, name: str | None = None) -> sym
     for r in range(n):
         elastic = sum((Kb[r, c] * q[c] for c in range(n) if Kb[r, c] != 0), sp.Integer(0))
         forces.append(-EI * elastic + f[r] * F)
+    Fs, v_eps = sp.symbols("Fs v_eps")
     for end in (0, n - 2):                                   # y0 and y_ne
         forces[end] += -ks * q[end] - cs * qd[end]
+        if support_friction:      # the joint's dry friction, regularised (README, Non-smooth)
+            forces[end] += -Fs * sp.tanh(qd[end] / v_eps)
     outputs = {}
     for j in range(n_sensors):
         e, xi = _locate(sp.Rational(j, n_sensors - 1), ne)
         outputs[f"w{j}"] = sum((Ni * q[2 * e + i] for i, Ni in enumerate(_hermite(xi))
                                 if Ni != 0), sp.Integer(0))
+    params = {EI: 500.0, ks: 2000.0, cs: 2.0, rhoA: 2.355}
+    if support_friction:
+        params.update({Fs: 2.0, v_eps: 1e-2})
     return symdae.Model(
         name or f"flexible_beam_{ne}",
         coordinates=q,
         mass_matrix=rhoA * M0,
         forces=forces,
-        parameters={EI: 500.0, ks: 2000.0, cs: 2.0, rhoA: 2.355},
+        parameters=params,
         inputs=[F],
         outputs=outputs,
     )
 
 
 model = make_beam(10, 11, name="flexible_beam")
+# the friction variant of the uncertain joints: dry friction Fs = 2 N in each support
+model_friction = make_beam(10, 11, name="flexible_beam_friction", support_friction=True)
 
 # The identification of the spec: EI from a start 20 % low, the 11 displacement outputs, the
 # supports of the identification model differ from the data's ("uncertain joints").

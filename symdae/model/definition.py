@@ -17,6 +17,7 @@ from sympy.core.function import AppliedUndef
 from sympy.physics.mechanics import dynamicsymbols
 
 from ..errors import InputError, ModelError, UndeclaredSymbolError, UnknownNameError
+from .nonsmooth import check_compilable
 
 __all__ = ["Model", "KernelSymbols", "parameter_name", "by_parameter_name"]
 
@@ -347,7 +348,9 @@ class Model:
         undeclared += [s for s in expr.free_symbols - {self.time} if s not in rep]
         if undeclared:
             raise UndeclaredSymbolError(undeclared, where)
-        free = self.to_kernel(expr).free_symbols - {self.symbols.t}
+        kernel = self.to_kernel(expr)
+        check_compilable(kernel, where)
+        free = kernel.free_symbols - {self.symbols.t}
         bad = sorted((s for s in free if s not in allowed), key=str)
         if bad:
             inverse = {v: k for k, v in self._replacements.items()}

@@ -20,6 +20,7 @@ import sympy as sp
 
 from ..errors import ModelError
 from .definition import KernelSymbols, Model
+from .nonsmooth import almost_everywhere
 
 __all__ = ["DerivedSystem", "derive"]
 
@@ -79,7 +80,8 @@ class DerivedSystem:
 
 
 def _imm(x) -> sp.ImmutableMatrix:
-    return sp.ImmutableMatrix(x)
+    # derivatives almost everywhere: a jump's DiracDelta is 0 (non-smooth forces, nonsmooth.py)
+    return sp.ImmutableMatrix(x).applyfunc(almost_everywhere)
 
 
 def _jac(vec: sp.MatrixBase, syms) -> sp.ImmutableMatrix:

@@ -27,6 +27,7 @@ from .kernels import (
     layout,
     weight_size,
 )
+from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "hoist_time_terms"]
@@ -240,6 +241,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         out.append("")
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
+    out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
     for spec in KERNELS:
         entry = f"_model.kernel[SYMDAE_{spec.name.upper()}]"
         out += [f"{entry}.fn = _k_{spec.name}",

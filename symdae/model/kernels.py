@@ -35,6 +35,7 @@ import sympy as sp
 
 from .._version import ABI_VERSION
 from ..errors import InputError, UnknownNameError
+from .nonsmooth import almost_everywhere
 from .roundoff import magnitude
 
 __all__ = ["Block", "KernelSpec", "KERNELS", "KERNEL_NAMES", "kernel", "Sizes", "size",
@@ -186,7 +187,7 @@ def _residual_magnitude(ds, w):
     S = ds.symbols
     sizes = dict(zip(S.q, w["qs"])) | dict(zip(S.v, w["vs"]))
     exact = (S.t,) + S.p + S.u
-    return [[magnitude(e, sizes, exact) for e in M] for M in (ds.Ma, ds.g, ds.C)]
+    return [[magnitude(e, sizes, exact, w["switch"]) for e in M] for M in (ds.Ma, ds.g, ds.C)]
 
 
 def _output_vjp(ds, w):
@@ -220,7 +221,8 @@ def _state_hvp(ds, w):
                 free = e.free_symbols
                 for y in wrt:
                     if y in free:
-                        acc[y].setdefault(rows[k], []).append(cols[j] * e.diff(y))
+                        acc[y].setdefault(rows[k], []).append(
+                            cols[j] * almost_everywhere(e.diff(y)))
 
     wM, wG, wC, wS = w["wM"], w["wG"], w["wC"], w["wS"]
     for A, rows, cols in ((ds.JM, wM, dq), (ds.M, wM, da), (ds.PM, wM, dp),
@@ -244,10 +246,12 @@ KERNELS = (
     KernelSpec("outputs", (_b("s", "n_s"),), forward=True, build=lambda ds, w: [ds.s],
                doc="the model outputs s(t, x, p, u)"),
     KernelSpec("residual_magnitude", (_b("Ma", "n"), _b("g", "n"), _b("C", "m")),
-               (_b("qs", "n"), _b("vs", "n")), forward=True, build=_residual_magnitude,
+               (_b("qs", "n"), _b("vs", "n"), _b("switch")), forward=True,
+               build=_residual_magnitude,
                doc="the size of the terms of each residual entry, q and v counted with the "
                    "sizes qs, vs of the terms they were summed from (symdae.roundoff): eps "
-                   "times it is the entry's rounding error, the Newton test's floor"),
+                   "times it is the entry's rounding error, the Newton test's floor; with "
+                   "switch = 1 a switch whose argument is at round-off counts its jump"),
     KernelSpec("jacobians", (_b("JM", "n", "n"), _b("JG", "n", "n"), _b("GV", "n", "n"),
                              _b("Cq", "m", "n")),
                build=lambda ds, w: [ds.JM, ds.JG, ds.GV, ds.Cq],

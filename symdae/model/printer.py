@@ -10,7 +10,7 @@ import sympy as sp
 from sympy.printing.c import C99CodePrinter
 from sympy.printing.precedence import precedence
 
-__all__ = ["CythonPrinter", "LIBC_MATH", "UnprintableError"]
+__all__ = ["CythonPrinter", "LIBC_MATH", "UnprintableError", "printable_functions"]
 
 # Everything a printed expression may call; the generated module cimports exactly this list.
 LIBC_MATH = (
@@ -19,6 +19,12 @@ LIBC_MATH = (
     "fma", "hypot", "lgamma", "log", "log10", "log1p", "log2", "pow", "sin", "sinh", "sqrt",
     "tan", "tanh", "tgamma", "NAN",
 )
+
+
+def printable_functions() -> set:
+    """Names of the SymPy functions a kernel can compute (C99's math functions, plus the
+    non-smooth ones printed here: sign, Heaviside and Piecewise as ternaries)."""
+    return set(CythonPrinter({}).known_functions) | {"sign", "Heaviside", "Piecewise", "ITE"}
 
 
 class UnprintableError(ValueError):

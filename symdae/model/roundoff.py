@@ -15,7 +15,8 @@ from sympy.core.function import ArgumentIndexError
 __all__ = ["magnitude"]
 
 
-def magnitude(e: sp.Expr, sizes: dict | None = None, exact=frozenset()) -> sp.Expr:
+def magnitude(e: sp.Expr, sizes: dict | None = None, exact=frozenset(),
+              switch: sp.Expr = sp.S.One) -> sp.Expr:
     """An expression for the size of the terms whose rounding makes up the error of ``e``.
 
     Sums and products of terms: sums and products of their magnitudes; f(x): |f(x)| plus
@@ -26,6 +27,14 @@ def magnitude(e: sp.Expr, sizes: dict | None = None, exact=frozenset()) -> sp.Ex
     symbols only counts as |e|: its inputs carry no rounding that varies (time, parameters and
     inputs are the same at every Newton iterate), so only its own size enters a sum's
     rounding, not the propagation through it.
+
+    Switches (sign, Heaviside, a Piecewise's conditions): exact away from the switch, but
+    undetermined by their jump while the switching argument is within its own rounding of
+    zero; the magnitude then gains jump / eps, so a residual row that holds a switch is at
+    round-off there (what lets the Newton iteration accept a step that ends on a switch).
+    That term is multiplied by ``switch`` (a kernel weight: 1 only while the Newton iteration
+    searches a switching point, newton.pxd, so that no other iterate is accepted by it).
+    Max and Min round like the larger of their arguments.
     """
     sizes = sizes or {}
     exact = frozenset(exact)
@@ -47,6 +56,8 @@ def magnitude(e: sp.Expr, sizes: dict | None = None, exact=frozenset()) -> sp.Ex
             if not x.is_Number:
                 rel += sp.Abs(sp.log(sp.Abs(b))) * mag(x)
             return sp.Abs(e) * (1 + rel)
+        if isinstance(e, (sp.sign, sp.Heaviside, sp.Piecewise, sp.Max, sp.Min)):
+            return _nonsmooth(e, mag, switch)
         if isinstance(e, sp.Function) and e.args:
             return _function(e, mag)
         return sp.Abs(e)
@@ -64,3 +75,26 @@ def _function(e, mag):
         # not differentiable (sign, floor, ...): count x's rounding once
         terms.append((1 if d.has(sp.Derivative) else sp.Abs(d)) * mag(x))
     return sp.Add(*terms)
+
+
+_EPS = sp.Float(2.0 ** -52)
+_SWITCH_FACTOR = 4      # an argument within this many times its rounding of 0 may switch
+
+
+def _ambiguous(args, jump, mag, switch):
+    """switch * jump / eps where one of ``args`` is within its rounding of zero, else 0."""
+    near = sp.Or(*[sp.Abs(x) <= _SWITCH_FACTOR * _EPS * mag(x) for x in args])
+    if near == sp.false or switch == 0:
+        return sp.S.Zero
+    return sp.Piecewise((switch * jump / _EPS, near), (0, True))
+
+
+def _nonsmooth(e, mag, switch):
+    if isinstance(e, (sp.Max, sp.Min)):
+        return sp.Max(*[mag(x) for x in e.args])
+    if isinstance(e, (sp.sign, sp.Heaviside)):
+        return sp.Abs(e) + _ambiguous([e.args[0]], sp.S.One, mag, switch)
+    branches = sp.Piecewise(*[(mag(x), c) for x, c in e.args])
+    rels = [r.lhs - r.rhs for _, c in e.args
+            for r in sp.sympify(c).atoms(sp.core.relational.Relational)]
+    return branches + _ambiguous(rels, sp.Add(*[sp.Abs(x) for x, _ in e.args]), mag, switch)

@@ -22,6 +22,7 @@ from ..threads import one_blas_thread
 from .backends.base import ForwardResult, Grid, SweepReport
 from .initial import InitialState, initial_state
 from .scenario import Scenario
+from .switches import SwitchCounter
 from .trajectory import Trajectory
 
 __all__ = ["System", "SweepData"]
@@ -67,6 +68,7 @@ class System:
         self.backend = backend
         self.build_info = dict(build_info or {})
         self.restore = restore
+        self._switch_counter: SwitchCounter | None = None
         self.sizes: Sizes = backend.sizes
         k = self.sizes
         expected = (model.n, model.m, len(model.parameters), len(model.inputs),
@@ -74,6 +76,13 @@ class System:
         if (k.n, k.m, k.n_p, k.n_u, k.n_s) != expected:
             raise ModelError(f"the kernels of {model.name!r} have sizes "
                              f"{(k.n, k.m, k.n_p, k.n_u, k.n_s)}, the model {expected}")
+
+    @property
+    def switch_counter(self) -> SwitchCounter:
+        """The model's switching functions (none for a smooth model), made on first use."""
+        if self._switch_counter is None:
+            self._switch_counter = SwitchCounter(self.model)
+        return self._switch_counter
 
     # ------------------------------------------------------------------ run-time data
     def parameter_vector(self, params: Mapping | None = None) -> np.ndarray:
@@ -162,10 +171,14 @@ class System:
         if not fwd.report.ok:
             self._raise(fwd.report, grid)
         self._check_outputs(fwd.S, t)
+        counters = fwd.report.counters.as_dict()
+        if self.switch_counter.functions:             # a non-smooth model
+            counters["switches"], counters["on_switch"] = self.switch_counter.count(
+                t, fwd.q, fwd.v, fwd.a, fwd.lam, p, U)
         return Trajectory(
             t=t, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
             outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},
-            counters=fwd.report.counters.as_dict(),
+            counters=counters,
             params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
             coordinate_names=model.coordinate_names,
             multiplier_names=model.multiplier_names,
@@ -201,6 +214,11 @@ class System:
                 advice = ("The Newton matrix does not match the residual (a force that is not "
                           "smooth, or one whose derivative is wrong?), or the step is too large "
                           "for the nonlinearity: reduce h or smooth the model.")
+                if self.switch_counter.functions:
+                    advice += (" This model has non-smooth terms: a single-valued law that "
+                               "has to stay at its switch (friction that sticks: sign(z) "
+                               "with z = 0) has no solution within a step; regularise it, "
+                               "e.g. tanh(z / z_eps) (README, 'Non-smooth forces').")
             raise NewtonError(
                 f"Newton's method {how} at {where} after {rep.iterations} iterations; {norms}. "
                 f"{advice}", time=rep.time, step=rep.step, iterations=rep.iterations,

@@ -23,7 +23,8 @@ class Trajectory:
     a is what the model's equations see as q'': with scheme hht-ga the physical acceleration
     at t_i, with hht-paper the scheme's algorithmic acceleration (see ``w``).
     outputs : {name: (N+1,)}
-    counters : steps, newton_iterations, factorizations, jacobian_refreshes
+    counters : steps, newton_iterations, factorizations, jacobian_refreshes (and switches,
+        on_switch for a model with non-smooth terms: symdae/simulation/switches.py)
     params : {name: value} used for this run
     scenario : the :class:`~symdae.simulation.scenario.Scenario` it ran (h, alpha, t0, ...)
     """
@@ -94,6 +95,9 @@ class Trajectory:
             f" per step), factorizations: {c['factorizations']}, "
             f"Jacobian refreshes: {c['jacobian_refreshes']}",
         ]
+        if "switches" in c:
+            lines.append(f"switches of non-smooth terms between grid points: {c['switches']}, "
+                         f"grid points on a switch: {c['on_switch']}")
         for name, s in self.outputs.items():
             lines.append(f"output {name}: min {s.min():.6g}, max {s.max():.6g}, "
                          f"rms {np.sqrt(np.mean(s ** 2)):.6g}")

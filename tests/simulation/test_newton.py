@@ -116,7 +116,7 @@ def constraint_at_roundoff(system, tr, factor=64.0, samples=400):
         args = (tr.t[i], tr.q[i], tr.v[i], tr.a[i], tr.lam[i])
         C = split("residual", system.backend.evaluate("residual", *args, p, u),
                   system.sizes)["C"]
-        qv = np.concatenate([np.abs(tr.q[i]), np.abs(tr.v[i])])
+        qv = np.concatenate([np.abs(tr.q[i]), np.abs(tr.v[i]), [0.0]])   # weights qs, vs, switch
         mag = split("residual_magnitude", system.backend.evaluate(
             "residual_magnitude", *args, p, u, qv), system.sizes)["C"]
         worst = max(worst, float(np.max(np.abs(C) / (EPS * mag))))

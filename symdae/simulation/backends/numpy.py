@@ -18,6 +18,7 @@ import sympy as sp
 from ...errors import InputError
 from ...model.derivation import DerivedSystem
 from ...model.kernels import Sizes, kernel, kernel_expressions, split, weight_size
+from ...model.nonsmooth import has_jumps
 from .base import (
     AdjointResult,
     Counters,
@@ -34,6 +35,7 @@ __all__ = ["NumpyBackend", "lambdify_flat"]
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 _EPS = np.finfo(float).eps
 FLOOR_FACTOR, NOISE_FACTOR, STALL_FACTOR = 10.0, 4.0, 64.0   # the compiled core's (newton.pxd)
+SWITCH_HALVINGS = 64
 
 
 def lambdify_flat(ds: DerivedSystem, exprs, n_w: int = 0) -> Callable[..., np.ndarray]:
@@ -59,6 +61,13 @@ def lambdify_flat(ds: DerivedSystem, exprs, n_w: int = 0) -> Callable[..., np.nd
         return out
 
     return evaluate
+
+
+def _noise_ratio(R: np.ndarray, nu: np.ndarray) -> float:
+    """max_r |R_r| / nu_r (tests (b) and (c) of newton.pxd)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.max(np.where(nu > 0, np.abs(R) / nu, np.where(R == 0, 0.0, np.inf)),
+                            initial=0.0))
 
 
 def _extrapolate(Y: np.ndarray, i: int, order: int) -> np.ndarray:
@@ -101,6 +110,8 @@ class NumpyBackend:
         self.derived = derived
         self.sizes = Sizes.of(derived.sizes)
         self._exprs = kernel_expressions(derived)
+        # terms that jump: only then a switch search (newton.pxd, symdae_model.jumps)
+        self._jumps = has_jumps(list(derived.Ma) + list(derived.g) + list(derived.C))
         self._fns: dict = {}
         self._out_jac = None
 
@@ -212,12 +223,13 @@ class NumpyBackend:
         end = Restart(np.hstack([A[r - k:r], L[r - k:r]]), carry)
         return result(SweepReport("ok", Counters(**counts)), Ks, end)
 
-    def _noise(self, t, q, v, a, lam, p, u, c, base):
+    def _noise(self, t, q, v, a, lam, p, u, c, base, switch: float = 0.0):
         """(round-off level of each residual row, rounding of (a, lam) from q's rounding) at
         an iterate: newton.pxd, residual_noise."""
         n = q.shape[0]
         qs, vs = base[0] + c.s * np.abs(a), base[1] + c.gh * np.abs(a)
-        mag = self._k("residual_magnitude", t, q, v, a, lam, p, u, np.concatenate([qs, vs]))
+        mag = self._k("residual_magnitude", t, q, v, a, lam, p, u,
+                      np.concatenate([qs, vs, [switch]]))
         nu = np.concatenate([_EPS * (c.cM * mag[:n] + (1.0 + abs(c.ap)) * mag[n:2 * n]),
                              _EPS * mag[2 * n:] / c.s])
         fq = qs * _EPS / c.s
@@ -227,26 +239,29 @@ class NumpyBackend:
             nu[:n] += np.abs(K[:n, :n][:, touched]) @ fq[touched]
         return nu, np.concatenate([fq, np.abs(lam) * _EPS])
 
+    def _residual(self, t1, qh, vh, y, gprev, p, u, c, counts):
+        """(q, v, residual terms, R) at the iterate y of a step."""
+        n = qh.shape[0]
+        qc, vc = qh + c.s * y[:n], vh + c.gh * y[:n]
+        res = self._k("residual", t1, qc, vc, y[:n], y[n:], p, u)
+        counts["newton_iterations"] += 1
+        R = np.concatenate([c.cM * res[:n] + res[n:2 * n] - c.ap * gprev, res[2 * n:] / c.s])
+        return qc, vc, res, R
+
     def _newton(self, t1, qh, vh, base, y, gprev, noise, p, u, c, rtol, max_iter, counts):
         """Full Newton for one step: (y, residual terms, round-off levels) or a failure
         report. The stopping tests (a), (b), (c) of newton.pxd, the round-off level taken where
         that takes it; every iteration has a fresh matrix."""
         n = qh.shape[0]
-        first, ratio_prev = None, np.inf
+        first, ratio_prev, norm_prev, dy_prev, searched = None, np.inf, np.inf, None, False
         for j in range(max_iter):
-            qc, vc = qh + c.s * y[:n], vh + c.gh * y[:n]
-            res = self._k("residual", t1, qc, vc, y[:n], y[n:], p, u)
+            qc, vc, res, R = self._residual(t1, qh, vh, y, gprev, p, u, c, counts)
             if j == 1 or noise is None:
                 noise = self._noise(t1, qc, vc, y[:n], y[n:], p, u, c, base)
             nu, fq = noise
-            counts["newton_iterations"] += 1
-            R = np.concatenate([c.cM * res[:n] + res[n:2 * n] - c.ap * gprev,
-                                res[2 * n:] / c.s])
             rnorm = float(np.max(np.abs(R), initial=0.0))
             first = rnorm if first is None else first
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = float(np.max(np.where(nu > 0, np.abs(R) / nu,
-                                              np.where(R == 0, 0.0, np.inf)), initial=0.0))
+            ratio = _noise_ratio(R, nu)
             if not np.all(np.isfinite(R)):
                 return SweepReport("not_finite", iterations=j + 1, residual_norm=rnorm,
                                    first_residual_norm=first, noise_ratio=ratio)
@@ -269,10 +284,44 @@ class NumpyBackend:
             wk = rtol * ymax + floor
             with np.errstate(divide="ignore", invalid="ignore"):
                 rel = np.where(wk > 0, np.abs(dy) / wk, np.where(dy == 0, 0.0, np.inf))
-            if rel.max(initial=0.0) <= 1.0:
+            norm = rel.max(initial=0.0)
+            if norm <= 1.0:
                 return y, res, noise
-            y = y + dy
+            if self._jumps and not searched and j > 1 and norm >= 0.5 * norm_prev \
+                    and ratio > STALL_FACTOR and float(dy @ dy_prev) < 0.0:
+                # reversed, not shrinking: the step's root is on a switch (newton.pxd)
+                out = self._switch_search(t1, qh, vh, base, y - dy_prev, y, p, u, c, counts,
+                                          first, gprev)
+                if not (isinstance(out, SweepReport) and out.status == "newton_failed"):
+                    return out
+                searched, noise = True, None     # no switching point: Newton goes on
+                continue
+            y, dy_prev, norm_prev = y + dy, dy, norm
         return SweepReport("newton_failed", iterations=max_iter, residual_norm=rnorm,
+                           first_residual_norm=first, noise_ratio=ratio)
+
+    def _switch_search(self, t1, qh, vh, base, lo, hi, p, u, c, counts, first, gprev):
+        """newton.pxd, switch_search: bisect [lo, hi] for the switching point, accept it by
+        test (b); a midpoint is on lo's side when its Newton correction points towards hi."""
+        n = qh.shape[0]
+        for _ in range(SWITCH_HALVINGS):
+            y = 0.5 * (lo + hi)
+            qc, vc, res, R = self._residual(t1, qh, vh, y, gprev, p, u, c, counts)
+            noise = self._noise(t1, qc, vc, y[:n], y[n:], p, u, c, base, 1.0)
+            rnorm = float(np.max(np.abs(R), initial=0.0))
+            ratio = _noise_ratio(R, noise[0])
+            if not np.all(np.isfinite(R)):
+                return SweepReport("not_finite", iterations=SWITCH_HALVINGS,
+                                   residual_norm=rnorm, first_residual_norm=first,
+                                   noise_ratio=ratio)
+            if ratio <= NOISE_FACTOR:
+                return y, res, None     # a switch's round-off level holds only on it
+            K = self._k("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
+            if float(-np.linalg.solve(K, R) @ (hi - lo)) > 0.0:
+                lo = y
+            else:
+                hi = y
+        return SweepReport("newton_failed", iterations=SWITCH_HALVINGS, residual_norm=rnorm,
                            first_residual_norm=first, noise_ratio=ratio)
 
     # ------------------------------------------------------------------ derivative sweeps

@@ -223,7 +223,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     w.mag = take(a, 2 * n + m)
     w.qsb = take(a, n)
     w.vsb = take(a, n)
-    w.sz = take(a, 2 * n)
+    w.sz = take(a, 2 * n + 1)
     w.gprev = take(a, n)
     w.qc = take(a, n)
     w.vc = take(a, n)
@@ -238,6 +238,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     w.LUr = take(a, nm * nm)
     w.pr = take_int(a, nm)
     w.tau = take(a, n_tau)
+    w.ys = take(a, 4 * nm)
 
 
 cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonWork* w,
@@ -333,7 +334,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 tr.a + i * n, tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
                 tr.lam + i2 * m, min(tr.offset + i, 2), time_of(&tr, i + 1),
                 tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
-            have_noise = True
+            have_noise = not so.on_switch   # a switch's round-off level holds only on it
             rep.newton_iterations += so.iterations
             rep.factorizations += so.refreshes
             rep.jacobian_refreshes += so.refreshes

@@ -49,4 +49,5 @@ cdef extern from "symdae_kernels.h":
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
+        int jumps           # the residual has terms that jump (newton.pxd, switch_search)
         symdae_kernel_entry kernel[SYMDAE_N_KERNELS]

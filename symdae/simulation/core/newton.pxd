@@ -22,6 +22,17 @@
 #      iteration is limited by rounding, not by the matrix.
 # The round-off model scales with each row's own terms, so it holds wherever the coordinates
 # are (a mechanism passing through the origin, or far from it) and for every h.
+#
+# Switches (non-smooth residuals: sign, Max, Piecewise, ...): K holds the derivative of the
+# active branch, so a switch inside a step shows as poor contraction and refreshes K at the
+# current iterate (the refresh when the active set changes). In a model whose residual has
+# terms that jump (km.jumps: sign, Heaviside, Piecewise), when the step has no root on
+# either branch (the jump carries each branch's Newton root onto the other branch), the
+# full-Newton corrections reverse without shrinking, far above round-off; switch_search then
+# bisects the segment between the two iterates for the switching point and accepts it by test
+# (b): there the switching argument is at its rounding and the round-off model (roundoff.py)
+# makes the switch undetermined by its jump. Such a step ends exactly on a switch. A search
+# that finds no switching point hands the step back to Newton (once per step).
 from libc.math cimport fabs, isfinite, INFINITY
 from libc.string cimport memcpy, memset
 
@@ -41,6 +52,7 @@ cdef enum:
     FLOOR_FACTOR = 10    # round-off floor of test (a), in units of the rounding of a
     NOISE_FACTOR = 4     # test (b): residual within this many times its round-off level
     STALL_FACTOR = 64    # test (c): stagnation accepted below this many times that level
+    SWITCH_HALVINGS = 64 # switch_search: from a step's change of a down to its rounding
 
 
 cdef struct NewtonWork:
@@ -48,7 +60,7 @@ cdef struct NewtonWork:
     double* mag      # the size of their terms (2n + m)
     double* qsb      # qhat's terms |q_i| + h |v_i| + |ca a_i|, vhat's |v_i| + |cv1 a_i| (n each)
     double* vsb
-    double* sz       # the (qs, vs) weights of residual_magnitude at the current iterate (2n)
+    double* sz       # the (qs, vs, switch) weights of residual_magnitude (2n + 1)
     double* gprev    # g_i (n)
     double* qc       # q, v of the current iterate (n each)
     double* vc
@@ -63,6 +75,8 @@ cdef struct NewtonWork:
     double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
     int* pr
     double* tau      # time terms at t_{i+1}
+    double* ys       # switch_search: the segment's ends, the previous correction and the
+                     # iterate it started from (4 nm)
 
 
 cdef struct StepOutcome:
@@ -72,6 +86,7 @@ cdef struct StepOutcome:
     double first_norm    # residual max-norm at the first iterate
     double last_norm     # ... at the last
     double noise_ratio   # max_r |R_r| / nu_r at the last iterate
+    bint on_switch       # accepted by switch_search: nu holds the switch's jump
 
 
 cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const double* kw,
@@ -83,7 +98,8 @@ cdef inline int factor_into(const symdae_model* km, const symdae_args* x, const 
 
 
 cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, const Scheme* c,
-                                const SparseLU* lu, NewtonWork* w) noexcept nogil:
+                                const SparseLU* lu, NewtonWork* w,
+                                double switches=0.0) noexcept nogil:
     """nu_r <- round-off level of residual row r at the iterate x of a step.
 
     Each row rounds like eps times the size of its own terms (the residual_magnitude kernel),
@@ -103,6 +119,7 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     for k in range(n):
         w.sz[k] = w.qsb[k] + c.s * fabs(x.a[k])
         w.sz[n + k] = w.vsb[k] + c.gh * fabs(x.a[k])
+    w.sz[2 * n] = switches      # 1: a switch at round-off counts its jump (switch_search)
     memset(w.mag, 0, (2 * n + m) * sizeof(double))
     call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
     for k in range(n):
@@ -132,6 +149,76 @@ cdef inline double extrapolate(int order, double y0, double y1, double y2) noexc
     if order == 1:
         return 2.0 * y0 - y1
     return y0
+
+
+cdef inline double residual_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
+                               NewtonWork* w, StepOutcome* out) noexcept nogil:
+    """R at the iterate w.y (q, v from it; x points at w.qc, w.vc, w.y) and its max-norm."""
+    cdef int k, n = km.n, m = km.m
+    cdef double rnorm = 0.0, wk
+    for k in range(n):
+        w.qc[k] = w.qh[k] + c.s * w.y[k]
+        w.vc[k] = w.vh[k] + c.gh * w.y[k]
+    call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
+    out.iterations += 1
+    for k in range(n):
+        w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
+    for k in range(m):
+        w.R[n + k] = w.res[2 * n + k] / c.s
+    for k in range(n + m):
+        wk = fabs(w.R[k])
+        if not (wk <= rnorm):
+            rnorm = wk            # also catches NaN
+    return rnorm
+
+
+cdef inline double noise_ratio(const NewtonWork* w, int nm) noexcept nogil:
+    """max_r |R_r| / nu_r, the measure of tests (b) and (c)."""
+    cdef int k
+    cdef double ratio = 0.0, wk
+    for k in range(nm):
+        wk = fabs(w.R[k])
+        wk = wk / w.nu[k] if w.nu[k] > 0.0 else (0.0 if wk == 0.0 else INFINITY)
+        if not (wk <= ratio):
+            ratio = wk
+    return ratio
+
+
+cdef inline int switch_search(const symdae_model* km, symdae_args* x, const Scheme* c,
+                              NewtonWork* w, const SparseLU* lu, const double* LU,
+                              const int* piv, StepOutcome* out) noexcept nogil:
+    """Bisect the segment [lo, hi] = [w.y - previous correction, w.y] between two iterates on
+    different branches for the switching point, and accept it by test (b) (see the header).
+    A midpoint is on lo's branch when its Newton correction points towards hi, as lo's did."""
+    cdef int k, it, nm = km.n + km.m
+    cdef double* lo = w.ys
+    cdef double* hi = w.ys + nm
+    cdef double side, rnorm
+    for k in range(nm):
+        hi[k] = w.y[k]
+        lo[k] = w.y[k] - w.ys[2 * nm + k]
+    memcpy(w.ys + 3 * nm, w.y, nm * sizeof(double))
+    for it in range(SWITCH_HALVINGS):
+        for k in range(nm):
+            w.y[k] = 0.5 * (lo[k] + hi[k])
+        rnorm = residual_at(km, x, c, w, out)
+        residual_noise(km, x, c, lu, w, 1.0)    # at each midpoint: it may sit on the switch
+        out.last_norm = rnorm
+        out.noise_ratio = noise_ratio(w, nm)
+        if not isfinite(rnorm):
+            return NOT_FINITE
+        if out.noise_ratio <= NOISE_FACTOR:
+            out.on_switch = True
+            return OK
+        for k in range(nm):
+            w.dy[k] = -w.R[k]
+        apply(lu, LU, piv, w.dy)
+        side = 0.0
+        for k in range(nm):
+            side += w.dy[k] * (hi[k] - lo[k])
+        memcpy(lo if side > 0.0 else hi, w.y, nm * sizeof(double))
+    memcpy(w.y, w.ys + 3 * nm, nm * sizeof(double))    # no switching point: back to Newton
+    return NEWTON_FAILED
 
 
 cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double rtol, int n,
@@ -170,13 +257,14 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
     w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
-    cdef double norm, norm_prev = INFINITY, rnorm, wk, ratio, ratio_prev = INFINITY
-    cdef bint refreshed = False
+    cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side
+    cdef bint refreshed = False, searched = False
     cdef int status = NEWTON_FAILED
     out.iterations = 0
     out.refreshes = 0
     out.pivot = -1
     out.first_norm = -1.0
+    out.on_switch = False
     predictor(c, qi, vi, wi, ai, w.qh, w.vh, n)
     term_sizes(c, qi, vi, wi, ai, w, n)
     for k in range(n):
@@ -191,28 +279,13 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     x.u = u1
     time_terms(km, x, w.tau, False)      # once per step: the Newton iterations share it
     for j in range(max_iter):
-        for k in range(n):
-            w.qc[k] = w.qh[k] + c.s * w.y[k]
-            w.vc[k] = w.vh[k] + c.gh * w.y[k]
-        call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
-        out.iterations += 1
-        for k in range(n):
-            w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
-        for k in range(m):
-            w.R[n + k] = w.res[2 * n + k] / c.s
+        rnorm = residual_at(km, x, c, w, out)
         if j == 1 or not have_noise:
             residual_noise(km, x, c, lu, w)
             have_noise = True
-        rnorm = 0.0
-        ratio = 0.0
+        ratio = noise_ratio(w, nm)
         for k in range(nm):
             w.dy[k] = -w.R[k]
-            wk = fabs(w.R[k])
-            if not (wk <= rnorm):
-                rnorm = wk            # also catches NaN
-            wk = wk / w.nu[k] if w.nu[k] > 0.0 else (0.0 if wk == 0.0 else INFINITY)
-            if not (wk <= ratio):
-                ratio = wk
         if out.first_norm < 0.0:
             out.first_norm = rnorm
         out.last_norm = rnorm
@@ -244,7 +317,24 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             for k in range(nm):
                 w.dy[k] = -w.R[k]
             apply(lu, LU, piv, w.dy)
+        if km.jumps and refreshed and not searched and j > 1 and norm >= 0.5 * norm_prev \
+                and ratio > STALL_FACTOR:
+            # (near round-off, corrections are noise and may reverse: tests (b), (c) decide)
+            side = 0.0
+            for k in range(nm):
+                side += w.dy[k] * w.ys[2 * nm + k]
+            if side < 0.0:      # reversed, not shrinking: the step's root is on a switch
+                status = switch_search(km, x, c, w, lu, LU, piv, out)
+                if status != NEWTON_FAILED:
+                    return status
+                # no switching point on the segment: Newton goes on from where it was, with
+                # a round-off level taken without the switches' jumps
+                searched = True
+                have_noise = False
+                status = NEWTON_FAILED
+                continue
         for k in range(nm):
             w.y[k] += w.dy[k]
+            w.ys[2 * nm + k] = w.dy[k]
         norm_prev = norm
     return status

@@ -15,7 +15,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 7
+#define SYMDAE_ABI_VERSION 8
 
 typedef struct {
     double t;
@@ -59,6 +59,7 @@ typedef struct {
 typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
+    int jumps;        /* 1: the residual has terms that jump (sign, Heaviside, Piecewise) */
     symdae_kernel_entry kernel[SYMDAE_N_KERNELS];
 } symdae_model;
 
