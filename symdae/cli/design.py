@@ -14,10 +14,10 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..threads import pool as threads_pool
 from .common import assignment, bound, load, names, scenario_args
 
 __all__ = ["add_parser"]
@@ -147,7 +147,7 @@ def _cmd_design(args) -> int:
                              "synthetic measurements)")
         noise = noise_from_text(args.mc_noise, outputs)
         start = {k: design.problem.params.get(k, nominal[k]) for k in free}
-        with ThreadPoolExecutor(max(1, args.threads)) as pool:
+        with threads_pool(args.threads) as pool:
             mc = compare_monte_carlo(system, scenario, labels, outputs, free, start, noise,
                                      args.monte_carlo, truth=truth_free, executor=pool)
         report["monte_carlo"] = {k: r.to_dict() for k, r in mc.items()}

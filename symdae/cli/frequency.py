@@ -16,13 +16,13 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..threads import pool as threads_pool
 from .common import assignment, load, number_range
 
 __all__ = ["add_frequency_options", "identify_in_frequency_domain", "cost_grid", "CostGrid",
@@ -107,7 +107,7 @@ def cost_grid(experiment, names: Sequence[str], x: np.ndarray, y: np.ndarray,
             return float("nan")
 
     points = [(xv, yv) for yv in y for xv in x]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    with threads_pool(workers or os.cpu_count() or 1) as pool:
         J = np.array(list(pool.map(one, points))).reshape(len(y), len(x))
     return CostGrid(tuple(names), np.asarray(x), np.asarray(y), J, log_y)
 

@@ -15,10 +15,10 @@ import argparse
 import sys
 
 from .._version import __version__
-from ..errors import SymdaeError
+from ..errors import Interrupted, SymdaeError
 from . import design, identify, models, simulate
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["main", "build_parser", "COMMANDS", "EXIT_INTERRUPTED", "interrupted_message"]
 
 COMMANDS = (models, simulate, identify, design)
 
@@ -34,6 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 130    # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
+def interrupted_message(exc: KeyboardInterrupt) -> str:
+    """One line for Ctrl-C: where the sweep stood, and the best point of a search if any."""
+    text = str(exc) if isinstance(exc, Interrupted) else "interrupted"
+    best = getattr(exc, "best", None)
+    if best:
+        text += "; best so far: " + ", ".join(f"{k} = {v:.10g}" for k, v in best.items())
+        if getattr(exc, "best_cost", None) == getattr(exc, "best_cost", 0.0):   # not NaN
+            text += f" (cost {exc.best_cost:.6g})"
+    return text
+
+
 def main(argv=None) -> int:
 
     args = build_parser().parse_args(argv)
@@ -43,6 +57,9 @@ def main(argv=None) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"symdae {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:      # Ctrl-C: one line, not a traceback
+        print(f"symdae {args.command}: {interrupted_message(exc)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover
