@@ -6,12 +6,25 @@ import argparse
 import math
 from pathlib import Path
 
+from ..atomic import remove_outputs
 from ..model.files import load_model
 from ..simulation.backends.base import SCHEMES
 from ..simulation.compile import compile_model
 from ..simulation.scenario import Scenario
 
-__all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]
+__all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load",
+           "OUTPUT_FILES"]
+
+# the files each command writes into its output folder (every --domain of identify): a rerun
+# removes its command's old ones first, so a folder never mixes two runs' outputs
+OUTPUT_FILES = {
+    "simulate": ("trajectory.csv", "summary.txt", "outputs.png"),
+    "identify": ("report.json", "data.csv", "convergence.png", "fit.png", "spectra.png",
+                 "time.png", "contour.png", "window.png", "order.png", "orders.png", "scan.png",
+                 "ratios.png", "modes.png"),
+    "design": ("input.csv", "report.json", "convergence.png", "inputs.png", "outputs.png",
+               "end_conditions.png", "rms.png"),
+}
 
 
 def number(text: str, what: str) -> float:
@@ -81,5 +94,6 @@ def load(args):
     scenario = Scenario.make(base, **given)
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"
     out.mkdir(parents=True, exist_ok=True)
+    remove_outputs(out, OUTPUT_FILES.get(args.command, ()))
     system = compile_model(model, cache_dir=args.cache_dir)
     return model, ns, system, scenario, out

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..atomic import write_text
 from ..threads import pool as threads_pool
 from .common import assignment, bound, load, names, scenario_args
 
@@ -180,7 +181,7 @@ def _cmd_design(args) -> int:
                                     "minimum": {k: float(np.min(v)) for k, v in
                                                 s.values.items()}} for s in scans]
             written.append(plot_rms_scans(scans, out / "rms.png"))
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
+    write_text(out / "report.json", json.dumps(report, indent=1, default=float))
     written.append(out / "report.json")
     print(f"wrote {', '.join(str(w) for w in written)} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)

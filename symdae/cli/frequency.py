@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..atomic import write_text
 from ..threads import pool as threads_pool
 from .common import assignment, load, number_range
 
@@ -324,7 +325,7 @@ def identify_in_frequency_domain(args) -> int:
     if grids:
         report["cost_grids"] = [g.to_dict() for g in grids]
     report_path = pb.out / "report.json"
-    report_path.write_text(json.dumps(report, indent=1, default=_json_default))
+    write_text(report_path, json.dumps(report, indent=1, default=_json_default))
 
     print(result.summary())
     if pb.truth is not None:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..atomic import write_text
 from . import frequency, measurement, orders
 from . import pod as cli_pod
 from .common import assignment, bound, load, names, scenario_args
@@ -125,7 +126,7 @@ def run(args) -> int:
                        **cli_pod.write_extras(args, cost, data, outputs, out)}}
     if truth is not None:
         report["relative_error"] = result.relative_error(truth)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
+    write_text(out / "report.json", json.dumps(report, indent=1, default=float))
     plot_convergence(result, out / "convergence.png", reference=truth)
     first = outputs[0]
     t0 = time.perf_counter()

@@ -1,6 +1,7 @@
 """``symdae simulate``: simulate a model; write a CSV, a plot and a summary."""
 from __future__ import annotations
 
+from ..atomic import write_text
 from .common import load, scenario_args
 
 __all__ = ["add_parser", "run"]
@@ -20,7 +21,7 @@ def run(args) -> int:
     traj = system.simulate(scenario, params=dict(args.param))
     csv_path = traj.to_csv(out / "trajectory.csv")
     summary = traj.summary()
-    (out / "summary.txt").write_text(summary + "\n")
+    write_text(out / "summary.txt", summary + "\n")
     print(summary)
     print(f"wrote {csv_path}")
     if not args.no_plot:

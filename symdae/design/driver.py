@@ -24,6 +24,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 from scipy import optimize
 
+from ..atomic import atomic_open
 from ..errors import InputError, UnknownNameError
 from ..identification.fisher import FisherInformation
 from ..threads import one_blas_thread
@@ -210,7 +211,7 @@ class InputDesign:
     def to_csv(self, path) -> Path:
         path = Path(path)
         names = self.problem.system.model.input_names if self.problem else self.inputs
-        with path.open("w", newline="") as fh:
+        with atomic_open(path, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["t"] + names)
             for i, ti in enumerate(self.t):

@@ -10,6 +10,8 @@ from typing import Mapping
 
 import numpy as np
 
+from ..atomic import atomic_path
+
 __all__ = ["plot_outputs", "plot_convergence", "plot_fit"]
 
 
@@ -22,6 +24,13 @@ def figure(rows: int, height: float = 3.0):
     return fig, [fig.add_subplot(rows, 1, k + 1) for k in range(rows)]
 
 
+def save(fig, path) -> Path:
+    """Write the figure to ``path`` (format from its suffix), atomically (symdae.atomic)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+    return Path(path)
+
+
 def plot_outputs(traj, path) -> Path:
     """Every output of a trajectory over time, one panel each."""
     names = list(traj.outputs) or ["(no outputs)"]
@@ -32,7 +41,7 @@ def plot_outputs(traj, path) -> Path:
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -55,7 +64,7 @@ def plot_convergence(result, path, reference: Mapping | None = None) -> Path:
     ax2.set_xlabel("iteration")
     ax2.legend(ncol=min(4, len(result.free)))
     ax2.grid(alpha=0.3)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -78,5 +87,5 @@ def plot_fit(t: np.ndarray, measured: np.ndarray, curves: Mapping, path,
     ax2.set_xlabel("t [s]")
     ax2.legend()
     ax2.grid(alpha=0.3, which="both")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)

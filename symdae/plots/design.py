@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import figure
+from .base import figure, save
 
 __all__ = ["plot_design_convergence", "plot_design_inputs", "plot_end_conditions",
            "plot_design_outputs", "plot_rms_scans"]
@@ -50,7 +50,7 @@ def plot_design_convergence(design, path) -> Path:
     ax2.set_xlabel("iteration")
     ax2.legend()
     ax2.grid(alpha=0.3, which="both")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -72,7 +72,7 @@ def plot_design_inputs(design, path) -> Path:
         ax.legend(ncol=len(snaps))
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -107,7 +107,7 @@ def plot_end_conditions(design, path) -> Path:
         zoom.set_title("last 10 %", fontsize=8)
         if r == 0:
             ax.legend(ncol=len(runs))
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -127,7 +127,7 @@ def plot_design_outputs(design, path, outputs: Sequence[str] | None = None,
         ax.legend(ncol=len(runs))
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -156,7 +156,7 @@ def plot_rms_scans(scans: Sequence, path) -> Path:
             ax.legend()
             ax.grid(alpha=0.3)
         axes[-1].set_xlabel(name)
-        fig.savefig(path, dpi=120)
+        save(fig, path)
         return Path(path)
     from matplotlib.colors import LogNorm
 
@@ -178,5 +178,5 @@ def plot_rms_scans(scans: Sequence, path) -> Path:
             ax.set_title(f"{label}, noise {scan.noise:g}", fontsize=9)
             ax.set_xlabel(nx)
             ax.set_ylabel(ny)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
