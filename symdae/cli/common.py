@@ -7,13 +7,14 @@ import math
 from pathlib import Path
 
 from ..atomic import remove_outputs
+from ..errors import UnknownNameError
 from ..model.files import load_model
 from ..simulation.backends.base import SCHEMES
 from ..simulation.compile import compile_model
 from ..simulation.scenario import Scenario
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load",
-           "OUTPUT_FILES"]
+           "check_names", "OUTPUT_FILES"]
 
 # the files each command writes into its output folder (every --domain of identify): a rerun
 # removes its command's old ones first, so a folder never mixes two runs' outputs
@@ -85,9 +86,43 @@ def number_range(text: str) -> tuple[float, float]:
     return number(lo, "lower"), number(hi, "upper")
 
 
+def _known(option: str, given, valid, what: str) -> None:
+    """Refuse a name ``option`` gave that is not among ``valid`` (naming both)."""
+    for name in given:
+        if name not in valid:
+            raise UnknownNameError(f"{option} {name!r}: not {what}; valid: "
+                                   f"{', '.join(valid) or '(none)'}")
+
+
+def check_names(args, model, ns) -> None:
+    """Check every name an option gives (parameters, free parameters, start values, bounds,
+    outputs, inputs) against the model, before anything is built or run."""
+    params, outputs, inputs = model.parameter_names, model.output_names, model.input_names
+    _known("--param", [k for k, _ in args.param], params, "a parameter of " + model.name)
+    free = getattr(args, "free", None)
+    _known("--free", free or (), params, "a parameter of " + model.name)
+    _known("--outputs", getattr(args, "outputs", None) or (), outputs,
+           "an output of " + model.name)
+    _known("--truth", [k for k, _ in getattr(args, "truth", ())], params,
+           "a parameter of " + model.name)
+    for option in ("input", "start_input"):
+        _known(f"--{option.replace('_', '-')}", [k for k, _ in getattr(args, option, ())],
+               inputs, "an input of " + model.name)
+    start = [k for k, _ in getattr(args, "start", ())]
+    if args.command != "identify":     # design: the parameter values to design at
+        _known("--start", start, params, "a parameter of " + model.name)
+        return
+    free = free or list(ns.get("FREE", []))
+    if free:                           # (no free parameters at all is refused later)
+        _known("--start", start, free, "a free parameter")
+        _known("--bound", [k for k, _ in getattr(args, "bound", ())], free, "a free parameter")
+
+
 def load(args):
-    """Model, model-file namespace, System, Scenario and output folder of a command."""
+    """Model, model-file namespace, System, Scenario and output folder of a command; the
+    options' names are checked before anything is compiled or run."""
     model, ns = load_model(args.model)
+    check_names(args, model, ns)
     given = {k: v for k, v in (("t_end", args.t_end), ("h", args.h), ("alpha", args.alpha),
                                ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}

@@ -12,6 +12,7 @@ entry here.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from .._version import __version__
@@ -48,8 +49,25 @@ def interrupted_message(exc: KeyboardInterrupt) -> str:
     return text
 
 
+# a negative number as an option's value; argparse takes "-1e-3" for an option (it knows only
+# "-1" and "-.5" as numbers) and answers "expected one argument"
+_NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """``--h -1e-3`` -> ``--h=-1e-3``: a negative number after a long option is its value."""
+    out: list[str] = []
+    for tok in argv:
+        if out and _NEGATIVE.match(tok) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
 def main(argv=None) -> int:
 
+    argv = join_negative_values(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -219,6 +219,10 @@ def _start_values(exps, free, start) -> dict:
     model = exps[0].system.model
     nominal = dict(zip(model.parameter_names, model.nominal_values))
     start = {k: nominal[k] for k in free} if start is None else dict(start)
+    extra = [k for k in start if k not in free]
+    if extra:       # silently ignoring them would fit from values the user did not mean
+        raise InputError(f"start values for {extra}, which are not free (free: {list(free)}); "
+                         "give fixed values as the experiment's params")
     missing = [k for k in free if k not in start]
     if missing:
         raise UnknownNameError(f"no start value for free parameter(s) {missing}")
