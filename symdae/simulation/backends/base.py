@@ -56,7 +56,8 @@ import numpy as np
 from ...errors import Interrupted
 
 __all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
-           "AdjointResult", "STATUSES", "INTERRUPTED", "raise_if_interrupted", "SCHEMES", "DEFAULT_SCHEME", "scheme_code", "start_w"]
+           "AdjointResult", "STATUSES", "INTERRUPTED", "raise_if_interrupted", "SCHEMES",
+           "DEFAULT_SCHEME", "scheme_code", "start_w"]
 
 STATUSES = ("ok", "newton_failed", "singular", "not_finite", "interrupted")
 INTERRUPTED = STATUSES.index("interrupted")    # core/interrupt.pxd: Ctrl-C stopped a sweep

@@ -26,7 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from .base import ForwardResult, SweepReport, TangentArrays, raise_if_interrupted, scheme_code
+from .base import (
+    ForwardResult,
+    SweepReport,
+    TangentArrays,
+    raise_if_interrupted,
+    scheme_code,
+)
 
 __all__ = ["DesignSweepResult", "design_adjoint"]
 
