@@ -181,7 +181,9 @@ def start_worker(tmp_path, cache, barrier, ident, parties, name, seed):
     script = tmp_path / "worker.py"
     if not script.exists():
         script.write_text(WORKER)
-    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    # the symdae under test, not an installed one (its cache key may differ)
+    env = dict(os.environ, PYTHONHASHSEED=str(seed),
+               PYTHONPATH=str(Path(symdae.__file__).resolve().parents[1]))
     env.pop("SYMDAE_CACHE_DIR", None)
     return subprocess.Popen([sys.executable, str(script), str(cache), str(barrier), ident,
                              str(parties), name], stdout=subprocess.PIPE,
