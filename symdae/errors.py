@@ -93,3 +93,25 @@ class NotIdentifiableError(SymdaeError, ArithmeticError):
     def __init__(self, message: str, directions=()):
         self.directions = list(directions)
         super().__init__(message)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run (a KeyboardInterrupt, so ``except Exception`` does not swallow it).
+
+    ``time`` and ``t_end``: where the interrupted sweep stood and where it would have ended
+    (NaN when not known); ``best``: the best point an interrupted search had found
+    (``{parameter: value}``, or None); ``best_cost``: its cost."""
+
+    def __init__(self, message: str = "interrupted", *, time: float = float("nan"),
+                 t_end: float = float("nan"), best: dict | None = None,
+                 best_cost: float = float("nan")):
+        self.time = time
+        self.t_end = t_end
+        self.best = best
+        self.best_cost = best_cost
+        super().__init__(message)
+
+    @classmethod
+    def at(cls, time: float, t_end: float, sweep: str) -> "Interrupted":
+        return cls(f"interrupted at t = {time:.6g} of {t_end:.6g} s ({sweep} sweep)",
+                   time=time, t_end=t_end)

@@ -1,4 +1,4 @@
-"""BLAS threads that do not fight the sweeps.
+"""Threads: BLAS threads that do not fight the sweeps, and pools that stop on Ctrl-C.
 
 OpenBLAS starts worker threads for LAPACK calls above a size and for long vector operations
 (a dot product of 10 001 elements wakes them, 10 000 does not). Inside symdae's sweeps and
@@ -9,14 +9,74 @@ user's setting when the last one ends (threadpoolctl does the limiting).
 
 The thread count of a BLAS library is process-wide, so the reference count that lets threads
 overlap their evaluations is process-wide too: one guard object, made on first use.
+
+Ctrl-C reaches only the main thread. When it arrives while the main thread waits for a pool
+(``pool``, ``gather``), the queued work is cancelled and ``stop_requested()`` turns true until
+the running work has returned: the compiled sweeps ask for it every few thousand steps
+(simulation/core/interrupt.pxd) and stop, so a pool winds down within milliseconds instead of
+finishing its queue.
 """
 from __future__ import annotations
 
 import functools
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from contextlib import contextmanager
+from typing import Iterable, Iterator
 
-__all__ = ["one_blas_thread"]
+__all__ = ["one_blas_thread", "stop_requested", "pool", "gather"]
+
+_STOP = threading.Event()
+
+
+def stop_requested() -> bool:
+    """Has Ctrl-C asked the work running in pool threads to stop?"""
+    return _STOP.is_set()
+
+
+@contextmanager
+def _stopping() -> Iterator[None]:
+    # set while the running work winds down; cleared after, so the next run is not stopped
+    _STOP.set()
+    try:
+        yield
+    finally:
+        _STOP.clear()
+
+
+@contextmanager
+def pool(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """A ThreadPoolExecutor that, when its body raises, cancels its queued work (and on Ctrl-C
+    stops the running sweeps) before it re-raises; ``with ThreadPoolExecutor()`` would run
+    the whole queue first."""
+    executor = ThreadPoolExecutor(max(1, int(workers)))
+    try:
+        yield executor
+    except KeyboardInterrupt:
+        with _stopping():
+            executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    except BaseException:
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
+
+
+def gather(futures: Iterable[Future], stop_timeout: float = 5.0) -> list:
+    """The futures' results in order. On the first failure the pending ones are cancelled; on
+    Ctrl-C the running ones are also stopped (see the top of this module), waiting at most
+    ``stop_timeout`` s for them (work in other processes does not see the stop request)."""
+    futures = list(futures)
+    try:
+        return [f.result() for f in futures]
+    except BaseException as exc:
+        for f in futures:
+            f.cancel()
+        if isinstance(exc, KeyboardInterrupt):
+            with _stopping():
+                wait_for([f for f in futures if not f.done()], timeout=stop_timeout)
+        raise
 
 
 class _Guard:

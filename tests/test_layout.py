@@ -14,7 +14,8 @@ PKG = Path(symdae.__file__).resolve().parent
 # models (symdae/models/ once installed) are user files on top of the public API.
 LAYERS = ["foundation", "model", "build", "data", "simulation", "analysis", "costs",
           "identification", "design", "plots", "cli", "api", "models"]
-FOUNDATION = {"symdae.errors", "symdae._version", "symdae.threads", "symdae.progress"}
+FOUNDATION = {"symdae.errors", "symdae._version", "symdae.threads", "symdae.progress",
+              "symdae.atomic"}
 
 
 def module_name(path: Path) -> str:

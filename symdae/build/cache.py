@@ -14,11 +14,16 @@ them with the cache:
    temporary folder, compile there in a child process, record the checksum, rename the folder
    into place. A build killed half-way leaves only a temporary folder, which is never loaded
    (and is removed by the next build of that key); a second process building the same model
-   waits for the lock and then loads.
+   waits for the lock and then loads. A failed build keeps its source and log in
+   ``<name>-<key>.failed/``: only the model's latest failure, and none once a build of it
+   succeeds. Folders are made with the user's umask, so a cache can be shared.
+4. An OSError in the cache (a read-only folder, a full disk, a file-size limit) becomes a
+   BuildError that names the cache folder and how to choose another.
 """
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import importlib.util
 import json
@@ -26,11 +31,12 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -70,9 +76,21 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("symdae", appauthor=False))
 
 
+# how to choose another cache folder, in every error about the cache
+CACHE_HINT = ("choose another with --cache-dir DIR (cache_dir= in Python) or the environment "
+              "variable SYMDAE_CACHE_DIR")
+
+
+def _cache_error(cache: Path, what: str, exc: OSError) -> BuildError:
+    """A BuildError for an OSError in the cache: the folder, the file, the reason, the way out."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return BuildError(f"the compile cache {cache}: {what} failed{where}: "
+                      f"{exc.strerror or exc}; {CACHE_HINT}")
+
+
 def _usable_cache(cache: Path) -> None:
     """Create the cache folder or raise a BuildError that names it and says what to do."""
-    hint = "set SYMDAE_CACHE_DIR (or pass cache_dir=) to a writable folder"
+    hint = CACHE_HINT
     if cache.exists() and not cache.is_dir():
         raise BuildError(f"the compile cache {cache} is not a folder; {hint}")
     try:
@@ -175,8 +193,26 @@ def compile_module(folder: Path, modname: str, flags=COMPILE_FLAGS,
     so = folder / f"{modname}{sysconfig.get_config_var('EXT_SUFFIX')}"
     if proc.returncode != 0 or not so.is_file():
         raise BuildError(f"compiling the kernels of {modname} failed "
-                         f"(exit code {proc.returncode})", output, str(log))
+                         f"({_exit_reason(proc.returncode, output)})", output, str(log))
     return so
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _exit_reason(returncode: int, output: str) -> str:
+    """Why the compiling child ended: a signal that killed it or its C compiler (the OOM
+    killer, a user's kill) is not a compile error in the source."""
+    if returncode < 0:
+        return f"the compiling process was killed by {_signal_name(-returncode)}"
+    killed = re.search(r"terminated by signal (\d+)", output)    # setuptools' word for it
+    if killed:
+        return f"the C compiler was killed by {_signal_name(int(killed.group(1)))}"
+    return f"exit code {returncode}"
 
 
 def load_module(path: Path, modname: str):
@@ -241,6 +277,30 @@ def build_cached(name: str, key: str, make_source: Callable[[], tuple[str, dict]
 def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
            make_source, meta: dict, verbose: bool) -> dict:
     _usable_cache(cache)
+    try:
+        return _build_locked(cache, dirname, modname, final, so_name, make_source, meta,
+                             verbose)
+    except OSError as exc:      # a read-only folder, a full disk, "[Errno 27] File too large"
+        raise _cache_error(cache, f"building {dirname}", exc) from None
+
+
+def _failed_builds(cache: Path, dirname: str) -> list[Path]:
+    """The kept failed builds of this model (any key: its folder name less the key)."""
+    model = dirname.rsplit("-", 1)[0]
+    return [p for p in cache.glob(f"{glob.escape(model)}-*.failed")
+            if p.name.rsplit("-", 1)[0] == model]
+
+
+def _make_temporary(cache: Path, dirname: str) -> Path:
+    # not tempfile.mkdtemp: its mode 0700 would make a shared cache unreadable to the others;
+    # mkdir's mode follows the user's umask
+    tmp = cache / f".tmp-{dirname}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def _build_locked(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
+                  make_source, meta: dict, verbose: bool) -> dict:
     with FileLock(str(cache / f".{dirname}.lock")):
         if _intact(final, so_name):       # another process built it while we waited
             return {}
@@ -250,7 +310,7 @@ def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
             shutil.rmtree(final)
         t0 = time.perf_counter()
         text, timings = make_source()
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dirname}-", dir=cache))
+        tmp = _make_temporary(cache, dirname)
         write_source(text, tmp, modname)
         if verbose:
             print(f"symdae: compiling {dirname} in {tmp}", file=sys.stderr)
@@ -259,7 +319,8 @@ def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
             so = compile_module(tmp, modname)
         except BuildError as exc:
             failed = cache / f"{dirname}.failed"
-            shutil.rmtree(failed, ignore_errors=True)
+            for old in _failed_builds(cache, dirname):     # only the latest failure is kept
+                shutil.rmtree(old, ignore_errors=True)
             tmp.rename(failed)
             raise BuildError(f"compiling {dirname} failed; source and log kept in {failed}",
                              exc.output, str(failed / "build.log")) from None
@@ -271,4 +332,6 @@ def _build(cache: Path, dirname: str, modname: str, final: Path, so_name: str,
                     timings=timings)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         os.rename(tmp, final)
+        for old in _failed_builds(cache, dirname):         # a success supersedes them
+            shutil.rmtree(old, ignore_errors=True)
     return dict(timings, cache_hit=False)

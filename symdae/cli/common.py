@@ -6,11 +6,24 @@ import argparse
 import math
 from pathlib import Path
 
-from ..errors import InputError
+from ..atomic import remove_outputs
+from ..errors import InputError, UnknownNameError
 from ..simulation.backends.base import SCHEMES
 from .inputs import parse_input
 
-__all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load"]
+__all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load",
+           "check_names", "OUTPUT_FILES"]
+
+# the files each command writes into its output folder (every --domain of identify): a rerun
+# removes its command's old ones first, so a folder never mixes two runs' outputs
+OUTPUT_FILES = {
+    "simulate": ("trajectory.csv", "summary.txt", "outputs.png"),
+    "identify": ("report.json", "data.csv", "convergence.png", "fit.png", "spectra.png",
+                 "time.png", "contour.png", "window.png", "order.png", "orders.png", "scan.png",
+                 "ratios.png", "modes.png"),
+    "design": ("input.csv", "report.json", "convergence.png", "inputs.png", "outputs.png",
+               "end_conditions.png", "rms.png"),
+}
 
 
 def number(text: str, what: str) -> float:
@@ -88,8 +101,41 @@ def number_range(text: str) -> tuple[float, float]:
     return number(lo, "lower"), number(hi, "upper")
 
 
+def _known(option: str, given, valid, what: str) -> None:
+    """Refuse a name ``option`` gave that is not among ``valid`` (naming both)."""
+    for name in given:
+        if name not in valid:
+            raise UnknownNameError(f"{option} {name!r}: not {what}; valid: "
+                                   f"{', '.join(valid) or '(none)'}")
+
+
+def check_names(args, model, ns) -> None:
+    """Check every name an option gives (parameters, free parameters, start values, bounds,
+    outputs, inputs) against the model, before anything is built or run."""
+    params, outputs, inputs = model.parameter_names, model.output_names, model.input_names
+    _known("--param", [k for k, _ in args.param], params, "a parameter of " + model.name)
+    free = getattr(args, "free", None)
+    _known("--free", free or (), params, "a parameter of " + model.name)
+    _known("--outputs", getattr(args, "outputs", None) or (), outputs,
+           "an output of " + model.name)
+    _known("--truth", [k for k, _ in getattr(args, "truth", ())], params,
+           "a parameter of " + model.name)
+    for option in ("input", "start_input"):
+        _known(f"--{option.replace('_', '-')}", [k for k, _ in getattr(args, option, ())],
+               inputs, "an input of " + model.name)
+    start = [k for k, _ in getattr(args, "start", ())]
+    if args.command != "identify":     # design: the parameter values to design at
+        _known("--start", start, params, "a parameter of " + model.name)
+        return
+    free = free or list(ns.get("FREE", []))
+    if free:                           # (no free parameters at all is refused later)
+        _known("--start", start, free, "a free parameter")
+        _known("--bound", [k for k, _ in getattr(args, "bound", ())], free, "a free parameter")
+
+
 def load(args):
-    """Model, model-file namespace, System, Scenario and output folder of a command."""
+    """Model, model-file namespace, System, Scenario and output folder of a command; the
+    options' names are checked before anything is compiled or run."""
     # imported here, not above: building the parsers (--help) must not wait for SymPy,
     # SciPy and the compiler stage
     from ..model.files import load_model
@@ -98,6 +144,7 @@ def load(args):
     from .inputs import measured_inputs
 
     model, ns = load_model(args.model)
+    check_names(args, model, ns)
     given = {k: v for k, v in (("t_end", args.t_end), ("t0", args.t0), ("h", args.h),
                                ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
@@ -119,5 +166,6 @@ def load(args):
                              "SCENARIO)")
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"
     out.mkdir(parents=True, exist_ok=True)
+    remove_outputs(out, OUTPUT_FILES.get(args.command, ()))
     system = compile_model(model, cache_dir=args.cache_dir)
     return model, ns, system, scenario, out

@@ -14,10 +14,11 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..atomic import write_text
+from ..threads import pool as threads_pool
 from .common import assignment, bound, load, names, scenario_args
 
 __all__ = ["add_parser"]
@@ -147,7 +148,7 @@ def _cmd_design(args) -> int:
                              "synthetic measurements)")
         noise = noise_from_text(args.mc_noise, outputs)
         start = {k: design.problem.params.get(k, nominal[k]) for k in free}
-        with ThreadPoolExecutor(max(1, args.threads)) as pool:
+        with threads_pool(args.threads) as pool:
             mc = compare_monte_carlo(system, scenario, labels, outputs, free, start, noise,
                                      args.monte_carlo, truth=truth_free, executor=pool)
         report["monte_carlo"] = {k: r.to_dict() for k, r in mc.items()}
@@ -180,7 +181,7 @@ def _cmd_design(args) -> int:
                                     "minimum": {k: float(np.min(v)) for k, v in
                                                 s.values.items()}} for s in scans]
             written.append(plot_rms_scans(scans, out / "rms.png"))
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
+    write_text(out / "report.json", json.dumps(report, indent=1, default=float))
     written.append(out / "report.json")
     print(f"wrote {', '.join(str(w) for w in written)} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)

@@ -16,13 +16,14 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..atomic import write_text
+from ..threads import pool as threads_pool
 from .common import assignment, load, number_range
 
 __all__ = ["add_frequency_options", "identify_in_frequency_domain", "cost_grid", "CostGrid",
@@ -107,7 +108,7 @@ def cost_grid(experiment, names: Sequence[str], x: np.ndarray, y: np.ndarray,
             return float("nan")
 
     points = [(xv, yv) for yv in y for xv in x]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    with threads_pool(workers or os.cpu_count() or 1) as pool:
         J = np.array(list(pool.map(one, points))).reshape(len(y), len(x))
     return CostGrid(tuple(names), np.asarray(x), np.asarray(y), J, log_y)
 
@@ -334,7 +335,7 @@ def identify_in_frequency_domain(args) -> int:
     if grids:
         report["cost_grids"] = [g.to_dict() for g in grids]
     report_path = pb.out / "report.json"
-    report_path.write_text(json.dumps(report, indent=1, default=_json_default))
+    write_text(report_path, json.dumps(report, indent=1, default=_json_default))
 
     names = ", ".join(Path(f).name for f in [report_path, *files])
     print(f"wrote {pb.out}/: {names} ({time.perf_counter() - t0:.2f} s for the contrast, "

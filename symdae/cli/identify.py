@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..atomic import write_text
 from . import frequency, measurement, orders
 from . import pod as cli_pod
 from .common import assignment, bound, load, names, scenario_args
@@ -145,7 +146,7 @@ def run(args) -> int:
                                               ns.get("SENSOR_POSITIONS"))}}
     if truth is not None:
         report["relative_error"] = result.relative_error(truth)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
+    write_text(out / "report.json", json.dumps(report, indent=1, default=float))
     plot_convergence(result, out / "convergence.png", reference=truth)
     t0 = time.perf_counter()
     runs = {"start": exp.simulate(start), "identified": exp.simulate(result.values)}

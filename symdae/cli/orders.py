@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..atomic import write_text
 from .common import load, number_range
 
 __all__ = ["add_order_options", "identify_orders", "OrderProblem", "OrderStudy",
@@ -219,7 +220,7 @@ def order_identification(pb: OrderProblem, out: Path, *, method: str = "L-BFGS-B
     if pb.truth is not None:
         report["relative_error"] = result.relative_error(pb.truth)
     path = out / "report.json"
-    path.write_text(json.dumps(report, indent=1, default=float))
+    write_text(path, json.dumps(report, indent=1, default=float))
     return OrderStudy(result, curves, report, [path, *files])
 
 

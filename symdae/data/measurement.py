@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import write_columns
 from ..errors import DataError, InputError
 
 __all__ = ["Measurement", "GridSamples", "ALIGN_MODES"]
@@ -158,11 +159,8 @@ class Measurement:
 
     def to_csv(self, path, time_column: str = "t") -> Path:
         path = Path(path)
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow([time_column] + list(self.values))
-            w.writerows(np.column_stack([self.t] + list(self.values.values())).tolist())
-        return path
+        return write_columns(path, [time_column] + list(self.values),
+                             [self.t] + list(self.values.values()))
 
     # ------------------------------------------------------------------ alignment
     def align(self, t_grid: np.ndarray, name: str, mode: str = "auto") -> GridSamples:

@@ -24,8 +24,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 from scipy import optimize
 
+from ..atomic import atomic_open
 from ..errors import InputError, UnknownNameError
 from ..identification.fisher import FisherInformation
+from ..simulation.memory import MemoryEstimate, design_bytes
+from ..simulation.scenario import Scenario
 from ..threads import one_blas_thread
 from .input_maps import BoundMap, InputBasis, bound_map, input_basis
 from .problem import DEFAULT_END_WEIGHT, DesignEvaluation, DesignProblem
@@ -210,7 +213,7 @@ class InputDesign:
     def to_csv(self, path) -> Path:
         path = Path(path)
         names = self.problem.system.model.input_names if self.problem else self.inputs
-        with path.open("w", newline="") as fh:
+        with atomic_open(path, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["t"] + names)
             for i, ti in enumerate(self.t):
@@ -397,6 +400,11 @@ def design_input(system, scenario, free: Sequence[str] | str, outputs: Sequence[
     window, tol = stall
     if int(window) < 1 or not float(tol) >= 0:
         raise InputError(f"stall must be (window >= 1, tolerance >= 0), got {stall!r}")
+    sc = Scenario.make(scenario)
+    MemoryEstimate("the input design", sc.n_steps + 1,
+                   design_bytes(system.sizes, sc.scheme, 1 if isinstance(free, str) else len(free)),
+                   shrink="a larger h or a shorter t_end (--h, --t-end), or fewer free parameters"
+                   ).check()
     problem = DesignProblem(system, scenario, free, outputs, designed=list(inputs),
                             params=params, start_input=start_input, criterion=criterion,
                             noise=noise, quadrature=quadrature, scaling=scaling, end=end,

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..simulation.checkpoint import cost_and_gradient
 from ..simulation.scenario import Scenario
 from ..simulation.trajectory import Trajectory
-from ..threads import one_blas_thread
+from ..threads import gather, one_blas_thread
 
 __all__ = ["Experiment", "Evaluation", "evaluate_many"]
 
@@ -105,8 +105,7 @@ def map_calls(fn, calls: Sequence[tuple], executor: Executor | None = None) -> l
     first failure raised."""
     if executor is None:
         return [fn(*args) for args in calls]
-    futures = [executor.submit(fn, *args) for args in calls]
-    return [f.result() for f in futures]
+    return gather(executor.submit(fn, *args) for args in calls)
 
 
 def _evaluate(experiment: Experiment, params: Mapping, gradient: bool) -> Evaluation:

@@ -11,6 +11,7 @@ import math
 import sys
 import time
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -18,7 +19,7 @@ import numpy as np
 from scipy import optimize
 
 from ..analysis.pod import PODModeError
-from ..errors import InputError, SimulationError, UnknownNameError
+from ..errors import InputError, Interrupted, SimulationError, UnknownNameError
 from ..model.definition import by_parameter_name, parameter_name
 from ..progress import report
 from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION
@@ -221,6 +222,10 @@ def _start_values(exps, free, start) -> dict:
     model = exps[0].system.model
     nominal = dict(zip(model.parameter_names, model.nominal_values))
     start = {k: nominal[k] for k in free} if start is None else dict(start)
+    extra = [k for k in start if k not in free]
+    if extra:       # silently ignoring them would fit from values the user did not mean
+        raise InputError(f"start values for {extra}, which are not free (free: {list(free)}); "
+                         "give fixed values as the experiment's params")
     missing = [k for k in free if k not in start]
     if missing:
         raise UnknownNameError(f"no start value for free parameter(s) {missing}")
@@ -312,7 +317,8 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     check_noise(noise, exps)
     # the optimisers' own BLAS calls are on vectors of a few entries: OpenBLAS's thread pool
     # only slows them (L-BFGS-B took 6 ms instead of 0.05 ms per evaluation under load)
-    with one_blas_thread():
+    progress = _BestSoFar(progress)
+    with one_blas_thread(), progress.on_interrupt():
         if method in LEAST_SQUARES_METHODS:
             result = least_squares_fit(exps, free, start, scales, sb, method=method,
                                        max_iterations=max_iterations, options=options,
@@ -327,6 +333,37 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         else:
             result.statistics_note = None           # not asked for: nothing to say
     return result
+
+
+class _BestSoFar:
+    """The progress hook of an identification that also keeps its best iterate, so that Ctrl-C
+    can report it (``on_interrupt``); reports to the user's ``progress`` as before."""
+
+    def __init__(self, progress: bool | Callable):
+        self.progress = progress
+        self.best: dict | None = None
+
+    def __bool__(self) -> bool:       # "print the progress?" stays the user's choice
+        return bool(self.progress)
+
+    def __call__(self, entry: dict) -> None:
+        if self.best is None or entry["cost"] < self.best["cost"]:
+            self.best = entry
+        report(entry, self.progress)
+
+    @contextmanager
+    def on_interrupt(self):
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            if self.best is None:
+                raise
+            where = str(exc) if isinstance(exc, Interrupted) else "interrupted"
+            raise Interrupted(f"{where} during the identification (best at iteration "
+                              f"{self.best['iteration']})", time=getattr(exc, "time", float("nan")),
+                              t_end=getattr(exc, "t_end", float("nan")),
+                              best=dict(self.best["values"]),
+                              best_cost=float(self.best["cost"])) from exc
 
 
 def _minimize(exps, free, start, scales, sb, method, max_iterations, options, progress,

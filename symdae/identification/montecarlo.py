@@ -23,6 +23,7 @@ from scipy import stats
 from ..costs.time_domain import LeastSquares
 from ..data.measurement import Measurement
 from ..errors import InputError, SymdaeError
+from ..threads import gather
 from .experiment import Experiment
 from .identify import identify
 from .residuals import least_squares_terms
@@ -224,7 +225,7 @@ def monte_carlo(experiments: Sequence[Experiment] | Callable[[], Sequence[Experi
         outcomes = [r for c in chunks for r in _run_batch(source, c, *args)]
     else:
         futures = [executor.submit(_run_batch, source, c, *args) for c in chunks]
-        outcomes = [r for f in futures for r in f.result()]
+        outcomes = [r for batch in gather(futures) for r in batch]
     wall = time.perf_counter() - t0
     ok = [o for o in outcomes if o.error is None]
     nb = len(free)

@@ -42,6 +42,10 @@ def load_model(source: str | Path, attribute: str = "model"):
         raise ModelError(f"model file {str(path)!r} does not exist")
     try:
         namespace = runpy.run_path(str(path))
+    except SyntaxError as exc:
+        # one line with the file and line, not a traceback into runpy
+        raise ModelError(f"model file {exc.filename or path}, line {exc.lineno}: {exc.msg}"
+                         + (f": {exc.text.strip()}" if exc.text else "")) from None
     except ImportError as exc:
         # an import the file needs but this installation lacks: name the file and the module,
         # not only the module (a traceback into runpy tells a user nothing)

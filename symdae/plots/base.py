@@ -10,8 +10,10 @@ from typing import Mapping
 
 import numpy as np
 
+from ..atomic import atomic_path
+
 __all__ = ["plot_outputs", "outputs_figure", "plot_convergence", "plot_fit", "fit_figure",
-           "axis_label", "envelope", "figure"]
+           "axis_label", "envelope", "figure", "save"]
 
 
 def figure(rows: int, height: float = 3.0):
@@ -21,6 +23,13 @@ def figure(rows: int, height: float = 3.0):
     fig = Figure(figsize=(8, height * rows), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, [fig.add_subplot(rows, 1, k + 1) for k in range(rows)]
+
+
+def save(fig, path) -> Path:
+    """Write the figure to ``path`` (format from its suffix), atomically (symdae.atomic)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+    return Path(path)
 
 
 def axis_label(name: str, unit: str = "") -> str:
@@ -44,8 +53,7 @@ def envelope(t: np.ndarray, y: np.ndarray, points: int = 4000):
 def plot_outputs(traj, path, units: Mapping | None = None) -> Path:
     """Every output of a trajectory over time, one panel each (``units``: {output: unit},
     e.g. ``model.units``); long records drawn as their min/max envelope."""
-    outputs_figure(traj, units).savefig(path, dpi=120)
-    return Path(path)
+    return save(outputs_figure(traj, units), path)
 
 
 def outputs_figure(traj, units: Mapping | None = None):
@@ -81,7 +89,7 @@ def plot_convergence(result, path, reference: Mapping | None = None) -> Path:
     ax2.set_xlabel("iteration")
     ax2.legend(ncol=min(4, len(result.free)))
     ax2.grid(alpha=0.3)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -90,8 +98,7 @@ def plot_fit(fits: Mapping, path, units: Mapping | None = None) -> Path:
     |simulated - measured| (right). ``fits``: {output: (t, measured, {label: simulated})}, the
     simulated values at the measured samples (e.g. {'start': s0, 'identified': s1});
     ``units``: {output: unit}. Long records are drawn as their min/max envelopes."""
-    fit_figure(fits, units).savefig(path, dpi=120)
-    return Path(path)
+    return save(fit_figure(fits, units), path)
 
 
 def fit_figure(fits: Mapping, units: Mapping | None = None):

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import axis_label, figure
+from .base import axis_label, figure, save
 
 __all__ = ["plot_design_convergence", "plot_design_inputs", "plot_end_conditions",
            "plot_design_outputs", "plot_rms_scans"]
@@ -50,7 +50,7 @@ def plot_design_convergence(design, path) -> Path:
     ax2.set_xlabel("iteration")
     ax2.legend()
     ax2.grid(alpha=0.3, which="both")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -72,7 +72,7 @@ def plot_design_inputs(design, path) -> Path:
         ax.legend(ncol=len(snaps))
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -110,7 +110,7 @@ def plot_end_conditions(design, path) -> Path:
         if r == len(conds) - 1:
             ax.set_xlabel("t [s]")
             zoom.set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -131,7 +131,7 @@ def plot_design_outputs(design, path, outputs: Sequence[str] | None = None,
         ax.legend(ncol=len(runs))
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -160,7 +160,7 @@ def plot_rms_scans(scans: Sequence, path) -> Path:
             ax.legend()
             ax.grid(alpha=0.3)
         axes[-1].set_xlabel(name)
-        fig.savefig(path, dpi=120)
+        save(fig, path)
         return Path(path)
     from matplotlib.colors import LogNorm
 
@@ -187,5 +187,5 @@ def plot_rms_scans(scans: Sequence, path) -> Path:
         # where the contours crowd near the minimum
         if levels is not None:
             fig.colorbar(cs, ax=row, label="E_RMS", format="%.2g")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .base import figure
+from .base import figure, save
 
 __all__ = ["plot_spectra", "plot_cost_contour"]
 
@@ -40,7 +40,7 @@ def plot_spectra(frequency: np.ndarray, amplitudes: Mapping, band: tuple, path,
     ax1.set_title("amplitude spectra (the cost uses the lines inside the band)")
     ax1.legend(fontsize=8)
     ax2.set_xlabel("frequency [Hz]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -80,5 +80,5 @@ def plot_cost_contour(grids: Sequence, path, paths: Mapping | None = None,
     axes[0].set_title("cost J over the two free parameters, with the optimiser's path")
     if len(axes) > 1:
         axes[1].set_title("zoom on the minimum")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .base import envelope, figure
+from .base import envelope, figure, save
 
 __all__ = ["plot_window", "plot_order_curve", "plot_orders"]
 
@@ -50,7 +50,7 @@ def plot_window(t: np.ndarray, y: np.ndarray, window, path, output: str = "twist
     lines = ax2.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
     ax2.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="lower right")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -68,7 +68,7 @@ def plot_order_curve(speeds: np.ndarray, curves: Mapping, band: tuple, path,
     ax.set_title(f"vibration angle of the {order:g}th engine order")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -84,5 +84,5 @@ def plot_orders(speeds: np.ndarray, curves: Mapping, path, output: str = "twist"
         ax.legend(fontsize=8)
     axes[0].set_title(f"engine orders of {output} before and after the identification")
     axes[-1].set_xlabel("speed [rpm]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)

@@ -6,7 +6,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .base import figure
+from .base import figure, save
 
 __all__ = ["plot_pod_ratios", "plot_pod_modes", "plot_pod_coefficients", "plot_pod_spectra",
            "plot_scan"]
@@ -27,7 +27,7 @@ def plot_pod_ratios(result, path, reference: Mapping | None = None) -> Path:
     ax.set_xlabel("POM i")
     ax.set_ylabel("contribution ratio r_i")
     ax.grid(alpha=0.3, which="both", axis="y")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -42,7 +42,7 @@ def plot_pod_modes(result, path, modes: Sequence[int] = (1, 2, 3, 4), positions=
         ax.set_ylabel(f"w_{i} (r = {result.ratios[i - 1]:.2e})", fontsize=8)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel(xlabel)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -58,7 +58,7 @@ def plot_pod_coefficients(t, curves: Mapping[str, Mapping[str, np.ndarray]], pat
         ax.legend(fontsize=7, loc="upper right")
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("t [s]")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -79,7 +79,7 @@ def plot_pod_spectra(spectra: Sequence, path, natural_frequencies=None,
         ax.set_ylim(top * 1e-6, top * 3)
         ax.grid(alpha=0.3, which="both")
     axes[-1].set_xlabel("f [Hz] (red: natural frequencies of the linearised model)")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)
 
 
@@ -95,5 +95,5 @@ def plot_scan(scan_result, labels: Sequence[str], path, truth: float | None = No
         ax.set_ylabel((titles or {}).get(label, label), fontsize=8)
         ax.grid(alpha=0.3, which="both")
     axes[-1].set_xlabel(scan_result.name)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     return Path(path)

@@ -137,16 +137,6 @@ class Scenario:
         return Grid(self.t0, self.h, self.n_steps if steps is None else steps, self.alpha, i0,
                     self.scheme)
 
-    def check_memory(self, bytes_per_step: int, what: str = "the trajectory") -> None:
-        """Raise InputError before allocating when N + 1 samples of ``bytes_per_step`` bytes
-        exceed the machine's memory: an absurd step should not end in a MemoryError."""
-        need = (self.n_steps + 1) * bytes_per_step
-        have = physical_memory()
-        if need > have:
-            raise InputError(f"{self.n_steps} steps of h = {self.h:g} need {need / 2**30:.1f} "
-                             f"GiB for {what}, this machine has {have / 2**30:.1f} GiB: raise "
-                             "h or shorten the span")
-
     # ------------------------------------------------------------------ making one
     def replace(self, **changes) -> "Scenario":
         """A copy with some fields changed (validated again)."""

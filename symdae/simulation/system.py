@@ -21,6 +21,7 @@ from ..model.kernels import Sizes
 from ..threads import one_blas_thread
 from .backends.base import ForwardResult, Grid, SweepReport
 from .initial import InitialState, initial_state
+from .memory import MemoryEstimate, forward_bytes
 from .scenario import Scenario
 from .switches import SwitchCounter
 from .trajectory import Trajectory
@@ -156,10 +157,10 @@ class System:
     def _simulate(self, sc: Scenario, params, store_factorizations: bool) -> Trajectory:
         t_start = time.perf_counter()
         model, sz = self.model, self.sizes
-        sc.check_memory(sz.row_bytes)
-        if store_factorizations:
-            sc.check_memory(sz.row_bytes + sz.factor_bytes,
-                            "the trajectory and the stored factorisations")
+        MemoryEstimate("the trajectory" + (" and its stored factorisations"
+                                           if store_factorizations else ""),
+                       sc.n_steps + 1, forward_bytes(sz, sc.scheme, store_factorizations)
+                       ).check()
         t = sc.times
         p = self.parameter_vector(params)
         U = self.input_array(sc.inputs, t)

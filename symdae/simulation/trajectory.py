@@ -1,12 +1,12 @@
 """The result of a simulation: NumPy arrays with time on axis 0, plus counters."""
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..atomic import write_columns
 from ..errors import InputError, UnknownNameError
 
 __all__ = ["Trajectory"]
@@ -125,8 +125,4 @@ class Trajectory:
         for nm, s in self.outputs.items():
             names.append(nm)
             cols.append(s)
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(names)
-            w.writerows(np.column_stack(cols).tolist())
-        return path
+        return write_columns(path, names, cols)

@@ -181,7 +181,9 @@ def start_worker(tmp_path, cache, barrier, ident, parties, name, seed):
     script = tmp_path / "worker.py"
     if not script.exists():
         script.write_text(WORKER)
-    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    # the symdae under test, not an installed one (its cache key may differ)
+    env = dict(os.environ, PYTHONHASHSEED=str(seed),
+               PYTHONPATH=str(Path(symdae.__file__).resolve().parents[1]))
     env.pop("SYMDAE_CACHE_DIR", None)
     return subprocess.Popen([sys.executable, str(script), str(cache), str(barrier), ident,
                              str(parties), name], stdout=subprocess.PIPE,
@@ -374,3 +376,56 @@ def test_warm_load_starts_no_subprocess(base, cache, monkeypatch):
     monkeypatch.setattr(subprocess, "run", no_subprocess)
     again = symdae.compile_model(make_model(), cache_dir=cache)
     assert again.build_info["cache_hit"] is True
+
+
+# ---------------------------------------------------------------------------- cache errors
+@pytest.mark.parametrize("error", [
+    PermissionError(13, "Permission denied"),        # a read-only cache (tests run as root)
+    OSError(27, "File too large"),                   # ulimit -f
+])
+def test_cache_errors_name_the_folder_and_how_to_choose_another(tmp_path, monkeypatch, error):
+    cache = tmp_path / "cache"
+
+    def fail(cache_folder, dirname):
+        error.filename = str(cache_folder / f".tmp-{dirname}")
+        raise error
+    monkeypatch.setattr(build, "_make_temporary", fail)
+    with pytest.raises(BuildError) as exc:
+        symdae.compile_model(make_model("readonly_probe"), cache_dir=cache)
+    msg = str(exc.value)
+    assert f"the compile cache {cache}" in msg and error.strerror in msg
+    assert "--cache-dir" in msg and "SYMDAE_CACHE_DIR" in msg and ".tmp-readonly_probe" in msg
+
+
+def test_a_killed_compiler_is_reported_with_its_signal(tmp_path, monkeypatch):
+    def killed(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, -signal.SIGKILL, "", "")
+    monkeypatch.setattr(build.subprocess, "run", killed)
+    with pytest.raises(BuildError, match="the compiling process was killed by SIGKILL"):
+        build.compile_module(tmp_path, "symdae_killed")
+    output = "error: command '/usr/bin/gcc' terminated by signal 9\n"
+    assert build._exit_reason(1, output) == "the C compiler was killed by SIGKILL"
+    assert build._exit_reason(1, "error: x.pyx:3:4: undeclared") == "exit code 1"
+
+
+def test_failed_builds_go_once_a_build_succeeds_and_folders_follow_the_umask(tmp_path,
+                                                                            monkeypatch):
+    cache = tmp_path / "cache"
+    model = make_model("umask_probe")
+    dirname, _ = build.build_name(model.name, build.cache_key(model.definition()))
+    real_emit = pipeline.emit_cython
+    monkeypatch.setattr(pipeline, "emit_cython",
+                        lambda *a, **k: real_emit(*a, **k) + "\ncdef int broken(:\n")
+    # an earlier failure of another version of the model, and this version's own
+    (cache / "umask_probe-0123456789abcdef.failed").mkdir(parents=True)
+    with pytest.raises(BuildError):
+        symdae.compile_model(model, cache_dir=cache)
+    assert [p.name for p in cache.glob("*.failed")] == [f"{dirname}.failed"]   # the latest
+    monkeypatch.setattr(pipeline, "emit_cython", real_emit)
+    old = os.umask(0o022)
+    try:
+        symdae.compile_model(model, cache_dir=cache)
+    finally:
+        os.umask(old)
+    assert not list(cache.glob("*.failed"))
+    assert (cache / dirname).stat().st_mode & 0o777 == 0o755       # not mkdtemp's 0700

@@ -51,7 +51,7 @@ def test_identify_oscillator_from_synthetic_data_and_from_its_csv(tmp_path):
 
 def test_bad_input_exits_with_a_message(tmp_path, capsys):
     assert main(["identify", "oscillator", "--free", "cc", "--out-dir", str(tmp_path)]) == 2
-    assert "unknown parameter 'cc'" in capsys.readouterr().err
+    assert "--free 'cc': not a parameter of oscillator" in capsys.readouterr().err
     assert main(["simulate", "no_such_model", "--out-dir", str(tmp_path)]) == 2
     assert "no bundled model 'no_such_model'" in capsys.readouterr().err
     assert main(["simulate", "oscillator", "--h", "0.3", "--t-end", "1",

@@ -377,3 +377,22 @@ def test_scan_then_refine_between_the_neighbours(experiment, oscillator):
     assert best.value == 40.0 and best.neighbours == (35.0, 45.0) and not best.at_edge
     assert s.minimum("J") == best
     assert abs(res.values["c"] / TRUTH_OSC["c"] - 1) <= 1e-8
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "least_squares"])
+def test_ctrl_c_reports_the_best_point_so_far(experiment, method):
+    from symdae.errors import Interrupted
+    seen = []
+
+    def progress(entry):          # Ctrl-C arrives in the fourth iteration
+        seen.append(entry)
+        if len(seen) == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as info:
+        identify(experiment, ["c", "d"], START_OSC, method=method, progress=progress,
+                 statistics=False)
+    best = min(seen, key=lambda e: e["cost"])
+    assert info.value.best == best["values"] and info.value.best_cost == best["cost"]
+    assert best["cost"] < seen[0]["cost"]
+    assert f"best at iteration {best['iteration']}" in str(info.value)

@@ -257,3 +257,26 @@ def test_real_divergence_is_still_reported_with_advice(pendulum):
     with pytest.raises(NewtonError, match="reduce h") as exc:
         pendulum.simulate(t_end=40.0, h=4.0, alpha=-0.1, max_iter=8)
     assert exc.value.step == 1
+
+
+# ------------------------------------------------------------------ a damped model at rest
+# A damped model decays into subnormal states, where eps times the size of a row's terms
+# underflows to 0: without the floor of the round-off level (DBL_MIN, newton.pxd) every residual
+# was "inf times its round-off level" and the run failed (the oscillator at t = 114.32 here, the
+# double pendulum at t = 1663).
+@pytest.mark.parametrize("name, params, t_end, h, backend", [
+    ("oscillator", {"d": 12.6}, 200.0, 2e-2, "compiled"),        # critically damped
+    ("oscillator", {"d": 12.6}, 200.0, 2e-2, "numpy"),
+    ("double_pendulum", {"d1": 5.0, "d2": 5.0}, 2000.0, 1e-2, "compiled"),
+    ("pendulum", {"d": 5.0}, 2000.0, 2e-2, "compiled"),
+    ("pendulum_chain", {"d": 5.0}, 400.0, 1e-2, "compiled"),
+])
+def test_a_damped_model_decays_into_subnormal_states_and_reaches_the_end(name, params, t_end, h,
+                                                                         backend):
+    model, _ = symdae.load_model(name)
+    system = symdae.compile_model(model, backend=backend)
+    traj = system.simulate(symdae.Scenario(t_end=t_end, h=h), params=params)
+    assert traj.t[-1] == pytest.approx(t_end)
+    assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.v))
+    if name == "oscillator":      # it did reach the subnormal range
+        assert 0.0 < np.min(np.abs(traj.q[-1])) < np.finfo(float).tiny

@@ -71,8 +71,8 @@ def test_simulate_takes_a_scenario_or_its_fields(oscillator):
 
 def test_memory_is_checked_before_allocating(oscillator):
     steps = 2 * physical_memory() // 8   # > the machine's memory in doubles
-    with pytest.raises(InputError, match=f"{steps} steps of h = 1e-08 need .* GiB for the "
-                       "trajectory, this machine has"):
+    with pytest.raises(InputError, match=f"the trajectory needs about .* \\({steps + 1} grid "
+                       "points x 64 bytes\\), .* of memory is available; shrink it with"):
         oscillator.simulate(t_end=steps * 1e-8, h=1e-8)
 
 

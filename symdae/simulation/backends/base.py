@@ -53,10 +53,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
-           "AdjointResult", "STATUSES", "SCHEMES", "DEFAULT_SCHEME", "scheme_code", "start_w"]
+from ...errors import Interrupted
 
-STATUSES = ("ok", "newton_failed", "singular", "not_finite")
+__all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
+           "AdjointResult", "STATUSES", "INTERRUPTED", "raise_if_interrupted", "SCHEMES",
+           "DEFAULT_SCHEME", "scheme_code", "start_w"]
+
+STATUSES = ("ok", "newton_failed", "singular", "not_finite", "interrupted")
+INTERRUPTED = STATUSES.index("interrupted")    # core/interrupt.pxd: Ctrl-C stopped a sweep
 # the schemes of the HHT family (symdae/simulation/core/scheme.pxd) and their codes in the core:
 # hht-ga, the generalized-alpha form with HHT's parameters (second order for any M(q)); and
 # hht-paper, the discrete-adjoint paper's eq. (15) (first order when M depends on q and
@@ -86,6 +90,14 @@ class Grid(NamedTuple):
     alpha: float
     i0: int = 0
     scheme: str = DEFAULT_SCHEME
+
+
+def raise_if_interrupted(rep: dict, grid: Grid, sweep: str) -> None:
+    """Raise ``Interrupted`` (a KeyboardInterrupt) if Ctrl-C stopped the sweep that returned the
+    core's report ``rep`` (its ``step`` is where it stood)."""
+    if rep["status"] == INTERRUPTED:
+        raise Interrupted.at(grid.t0 + int(rep["step"]) * grid.h,
+                             grid.t0 + (grid.i0 + grid.N) * grid.h, sweep)
 
 
 @dataclass(frozen=True)

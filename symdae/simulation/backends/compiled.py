@@ -22,6 +22,7 @@ from .base import (
     Restart,
     SweepReport,
     TangentArrays,
+    raise_if_interrupted,
     scheme_code,
     start_w,
 )
@@ -140,6 +141,7 @@ class CompiledBackend:
                                     scheme_code(grid.scheme), p_arg, Ufull,
                                     Q, V, A, W, L, S, *saved, float(rtol), int(max_iter), first,
                                     grid.i0, noise, order, restart is not None)
+        raise_if_interrupted(rep, grid, "forward")
         report = _report(rep)
         end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
         part = slice(first, None)
@@ -166,6 +168,7 @@ class CompiledBackend:
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dW,
                                     dL, dS, g.i0, fwd.order)
+        raise_if_interrupted(rep, g, "tangent")
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
                              dL[:, :, :sz.m], dS[:, :, :sz.n_s], report,
@@ -185,6 +188,7 @@ class CompiledBackend:
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
                                     last, first, fwd.order)
+        raise_if_interrupted(rep, g, "adjoint")
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         return AdjointResult(state[sz.nx + 2 * sz.n:].copy(), state[:sz.nx].copy(), state,
                              report)

@@ -26,7 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from .base import ForwardResult, SweepReport, TangentArrays, scheme_code
+from .base import (
+    ForwardResult,
+    SweepReport,
+    TangentArrays,
+    raise_if_interrupted,
+    scheme_code,
+)
 
 __all__ = ["DesignSweepResult", "design_adjoint"]
 
@@ -91,5 +97,6 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
               (tangents.dq, tangents.dv, tangents.da, tangents.dlam)),
             _padded(np.ascontiguousarray(dS.transpose(0, 2, 1))), _padded(ds), _padded(dx),
             ubar, np.ascontiguousarray(fwd.order, dtype=np.intc))
+    raise_if_interrupted(rep, g, "design adjoint")
     report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
     return DesignSweepResult(ubar[:, :sz.n_u], report)

@@ -34,6 +34,7 @@ __all__ = ["NumpyBackend", "lambdify_flat"]
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 _EPS = np.finfo(float).eps
+_ROUNDOFF_FLOOR = np.finfo(float).tiny   # newton.pxd: the round-off level's floor, DBL_MIN
 FLOOR_FACTOR, NOISE_FACTOR, STALL_FACTOR = 10.0, 4.0, 64.0   # the compiled core's (newton.pxd)
 SWITCH_HALVINGS = 64
 
@@ -237,6 +238,7 @@ class NumpyBackend:
             K = self._k("newton", t, q, v, a, lam, p, u, c.kw).reshape(n + lam.size, -1)
             touched = np.any(K[n:, :n] != 0, axis=0)
             nu[:n] += np.abs(K[:n, :n][:, touched]) @ fq[touched]
+        nu = np.where(nu >= _ROUNDOFF_FLOOR, nu, _ROUNDOFF_FLOOR)
         return nu, np.concatenate([fq, np.abs(lam) * _EPS])
 
     def _residual(self, t1, qh, vh, y, gprev, p, u, c, counts):

@@ -46,6 +46,7 @@ from symdae.simulation.core.newton cimport factor_into
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.adjoint cimport AdjointWork, state_step, step_weights
+from symdae.simulation.core.interrupt cimport INTERRUPTED, INTERRUPT_EVERY, interrupted
 
 ABI_VERSION = SYMDAE_ABI_VERSION
 N_KERNELS = SYMDAE_N_KERNELS
@@ -111,7 +112,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     i = 1..N (row 0 is left alone: U_0 is not a design variable). LU (N+1, nm, nm), PIV and
     TAU (N+1, n_tau) are the forward sweep's stored factorisations and time terms, or None
     (recomputed state by state); ``order`` (2 nm): the forward run's sparse LU orders.
-    Returns {"status": 0 | 1 (singular), "step"}.
+    Returns {"status": 0 | 1 (singular) | 4 (interrupted: Ctrl-C, interrupt.pxd), "step"}.
     """
     cdef const symdae_model* km = _model(module)
     cdef int n = km.n, m = km.m, nm = km.n + km.m, n_p = km.n_p, ns = km.n_s, nu = km.n_u
@@ -190,6 +191,9 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
         for j in range(nd):
             add_output_source(km, &x1, &dPsiS[N, j, 0], &scr[0], &xbr[j * nx])
         while i > 0:
+            if (N - i) % INTERRUPT_EVERY == 0 and interrupted():
+                pivot = -1
+                break
             # x1 = x_i with its complete adjoints (less the second-order term for pi)
             if stored:
                 LUcur = &LUv[i, 0, 0] if nm > 0 else _EMPTY
@@ -243,4 +247,6 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             tau[1] = tmp
             i -= 1
     del keep
+    if pivot < 0:
+        return {"status": INTERRUPTED, "step": i}
     return {"status": 0 if pivot == 0 else 1, "step": i if pivot else -1}

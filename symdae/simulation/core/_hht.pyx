@@ -30,9 +30,10 @@ from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR,
                                  StepOutcome, newton_step, factor_into)
 from symdae.simulation.core.tangent cimport TangentWork, tangent_step, output_tangent
 from symdae.simulation.core.adjoint cimport AdjointWork, adjoint_step, initial_g_adjoint
+from symdae.simulation.core.interrupt cimport INTERRUPTED, INTERRUPT_EVERY, interrupted
 
 STATUS = {"OK": OK, "NEWTON_FAILED": NEWTON_FAILED, "SINGULAR": SINGULAR,
-          "NOT_FINITE": NOT_FINITE}
+          "NOT_FINITE": NOT_FINITE, "INTERRUPTED": INTERRUPTED}
 N_KERNELS = SYMDAE_N_KERNELS
 ABI_VERSION = SYMDAE_ABI_VERSION
 DENSE_LU_MAX = SMALL_LU      # dense.pxd: the core's own LU up to this size, LAPACK above
@@ -327,6 +328,10 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             rep.pivot = pivot - 1
             rep.step = tr.offset + i
         while rep.status == OK and i < last:
+            if (i - first) % INTERRUPT_EVERY == 0 and interrupted():
+                rep.status = INTERRUPTED
+                rep.step = tr.offset + i
+                break
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
             rep.status = newton_step(
@@ -407,7 +412,8 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     (N+1, nd, size); row 0 of dQ, dV, dA, dW, dL must hold the sensitivities at row 0 (for
     hht-paper dW may be dA itself). Uses LU,
     PIV and TAU from forward() when given, else refactorises at each state, with the sparse
-    LU orders ``order`` of that forward run. Returns {"status", "step"} (SINGULAR with the
+    LU orders ``order`` of that forward run. Returns {"status", "step"} (INTERRUPTED on
+    Ctrl-C, interrupt.pxd; SINGULAR with the
     step whose matrix was singular).
     """
     cdef const symdae_model* km = K.km
@@ -444,6 +450,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             output_tangent(km, &x0, w.w, &dQ[0, d, 0], &dV[0, d, 0], &dA[0, d, 0],
                            &dL[0, d, 0], dt + d * n_p, &dS[0, d, 0])
         while i < N:
+            if i % INTERRUPT_EVERY == 0 and interrupted():
+                pivot = -1
+                break
             set_state(&x1, &tr, i + 1)
             tau_at(km, &x1, &f, i + 1, tau[1])
             pivot = factors_at(km, &x1, &c, &f, i + 1, &LUcur, &pcur)
@@ -466,6 +475,8 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             tau[0] = tau[1]
             tau[1] = tmp
             i += 1
+    if pivot < 0:
+        return {"status": INTERRUPTED, "step": i0 + i}
     return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1}
 
 
@@ -516,7 +527,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     carries through the consistent initialisation, and carry[3n + m + 2n:] the steps' part of
     dJ/dp. ``order``: the sparse LU
     orders of the forward run.
-    Returns {"status", "step"}.
+    Returns {"status", "step"} (INTERRUPTED on Ctrl-C, interrupt.pxd).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
@@ -557,6 +568,9 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
         while i > 0:
+            if (N - i) % INTERRUPT_EVERY == 0 and interrupted():
+                pivot = -1
+                break
             # x1 is at row i, xb its complete adjoint; step i-1 -> i
             pivot = factors_at(km, &x1, &c, &f, i, &LUcur, &pcur)
             if pivot != 0:
@@ -581,4 +595,6 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     memcpy(&carry[nx], wb, n * sizeof(double))
     memcpy(&carry[nx + n], w.rd_next, n * sizeof(double))
     memcpy(&carry[nx + 2 * n], gacc, n_p * sizeof(double))
+    if pivot < 0:
+        return {"status": INTERRUPTED, "step": i0 + i}
     return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i if pivot else -1}

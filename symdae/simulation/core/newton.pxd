@@ -21,7 +21,10 @@
 #      the scaled residual max_r |R_r| / nu_r no longer halves, and it is below 64: the
 #      iteration is limited by rounding, not by the matrix.
 # The round-off model scales with each row's own terms, so it holds wherever the coordinates
-# are (a mechanism passing through the origin, or far from it) and for every h.
+# are (a mechanism passing through the origin, or far from it) and for every h. It has a floor,
+# the smallest normal number DBL_MIN: below it doubles are subnormal, their rounding is absolute
+# (not eps-relative) and eps times a subnormal size underflows to 0, so a damped model decaying
+# to rest would otherwise never pass test (b).
 #
 # Switches (non-smooth residuals: sign, Max, Piecewise, ...): K holds the derivative of the
 # active branch, so a switch inside a step shows as poor contraction and refreshes K at the
@@ -41,6 +44,9 @@ from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDA
 from symdae.simulation.core.dense cimport DBL_EPSILON
 from symdae.simulation.core.scheme cimport Scheme, predictor, call, time_terms
 from symdae.simulation.core.sparse cimport SparseLU, factorize, apply
+
+cdef extern from "float.h":
+    double DBL_MIN
 
 cdef enum Status:
     OK = 0
@@ -131,6 +137,9 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     for e in range(lu.nn):
         idx = lu.nidx[e]
         w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
+    for k in range(nm):
+        if not (w.nu[k] >= DBL_MIN):    # the floor (see the top of this file)
+            w.nu[k] = DBL_MIN
 
 
 cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* wa,

@@ -1,0 +1,92 @@
+"""Memory estimates, checked before a command allocates anything.
+
+Each estimate counts the arrays the command actually allocates per grid point (the sweep's
+states, outputs and inputs, the stored factorisations and tangents where it keeps them) plus
+what writing its outputs adds, and is compared with the memory available now (not the
+machine's total: other processes hold some). A run that does not fit is refused at once with
+one line: the estimate, the available memory and the options that shrink it.
+``benchmarks/bench_memory.py`` prints estimates against measured peaks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..atomic import CSV_CHUNK
+from ..errors import InputError
+from .scenario import physical_memory
+
+__all__ = ["MemoryEstimate", "available_memory", "forward_bytes", "design_bytes",
+           "csv_bytes", "MemoryLimitError"]
+
+CSV_CELL = 48              # bytes per cell of a chunk: the float, its list slot, the stacked copy
+
+
+class MemoryLimitError(InputError, MemoryError):
+    """A run would not fit in the available memory (refused before allocating)."""
+
+
+def available_memory() -> int:
+    """Bytes available to a new allocation now (Linux: MemAvailable), else the machine's."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return physical_memory()
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n / 2**10:.3g} KiB"
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """``per_step`` bytes for each of ``points`` grid points plus ``fixed`` bytes."""
+
+    what: str
+    points: int
+    per_step: int
+    fixed: int = 0
+    shrink: str = "a larger h or a shorter run"
+
+    @property
+    def total(self) -> int:
+        return self.points * self.per_step + self.fixed
+
+    def check(self, available: int | None = None) -> None:
+        """Raise MemoryLimitError when the estimate exceeds the available memory."""
+        have = available_memory() if available is None else available
+        if self.total > have:
+            raise MemoryLimitError(
+                f"{self.what} needs about {_size(self.total)} ({self.points} grid points x "
+                f"{self.per_step} bytes), {_size(have)} of memory is available; shrink it "
+                f"with {self.shrink}")
+
+
+def forward_bytes(sizes, scheme: str, store: bool = False) -> int:
+    """Bytes per grid point of a simulation (compiled backend and Trajectory): t, q, v, a and
+    the algorithmic acceleration w (hht-ga only), lam, outputs, inputs (the grid's and the
+    sweep's copy); with ``store`` the factorised Newton matrix and the time terms too."""
+    n, m = sizes.n, sizes.m
+    doubles = 1 + 3 * n + m + sizes.n_s + 2 * sizes.n_u + (n if scheme != "hht-paper" else 0)
+    return 8 * doubles + (sizes.factor_bytes if store else 0)
+
+
+def csv_bytes(points: int, columns: int) -> int:
+    """The peak that writing a CSV adds: one chunk of rows as Python objects."""
+    return min(points, CSV_CHUNK) * columns * CSV_CELL
+
+
+def design_bytes(sizes, scheme: str, directions: int) -> int:
+    """Bytes per grid point of one input-design gradient: the forward run with its stored
+    factorisations, the tangents of ``directions`` parameters (q, v, a, w, lam, outputs) and
+    the reverse sweep's copies of the states, inputs and output weights."""
+    n, m = sizes.n, sizes.m
+    tangents = 8 * directions * (4 * n + m + 2 * sizes.n_s)
+    reverse = 8 * (3 * n + m + 2 * sizes.n_u)
+    return forward_bytes(sizes, scheme, store=True) + tangents + reverse
