@@ -15,7 +15,7 @@ def no_work(monkeypatch):
     """Fail the test if a command gets as far as compiling a model."""
     def refuse(*args, **kwargs):
         raise AssertionError("the model was compiled before the options were checked")
-    monkeypatch.setattr("symdae.cli.common.compile_model", refuse)
+    monkeypatch.setattr("symdae.simulation.compile.compile_model", refuse)   # load() imports it
 
 
 @pytest.mark.parametrize("argv, message", [
