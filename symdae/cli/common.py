@@ -17,7 +17,7 @@ __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_a
 # the files each command writes into its output folder (every --domain of identify): a rerun
 # removes its command's old ones first, so a folder never mixes two runs' outputs
 OUTPUT_FILES = {
-    "simulate": ("trajectory.csv", "summary.txt", "outputs.png"),
+    "simulate": ("trajectory.csv", "trajectory.npz", "summary.txt", "outputs.png"),
     "identify": ("report.json", "data.csv", "convergence.png", "fit.png", "spectra.png",
                  "time.png", "contour.png", "window.png", "order.png", "orders.png", "scan.png",
                  "ratios.png", "modes.png"),

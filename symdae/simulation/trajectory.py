@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import write_columns
+from ..atomic import atomic_path, write_columns
 from ..errors import InputError, UnknownNameError
 
 __all__ = ["Trajectory"]
@@ -103,14 +103,14 @@ class Trajectory:
                          f"rms {np.sqrt(np.mean(s ** 2)):.6g}")
         return "\n".join(lines)
 
-    def to_csv(self, path) -> Path:
-        """Write t, the states and the outputs as columns of a CSV file.
+    def columns(self, every: int = 1) -> tuple[list, list]:
+        """(names, arrays) of t, the states and the outputs, every ``every``-th time step.
 
         States are named by kind and name, ``q:x``, ``v:x``, ``a:x`` and ``lambda:<multiplier>``,
-        outputs by their names alone: every column is unambiguous, an output may be named like
-        a coordinate, and the file reads back as data (``--data``) with its outputs found by
-        name."""
-        path = Path(path)
+        outputs by their names alone: every column is unambiguous and an output may be named
+        like a coordinate."""
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise InputError(f"every must be a whole number >= 1, got {every!r}")
         names = ["t"]
         cols = [self.t]
         q, v, a, lam = self._states()
@@ -125,4 +125,20 @@ class Trajectory:
         for nm, s in self.outputs.items():
             names.append(nm)
             cols.append(s)
+        return names, [c[::every] for c in cols]
+
+    def to_csv(self, path, every: int = 1) -> Path:
+        """Write t, the states and the outputs (:meth:`columns`) as columns of a CSV file,
+        every ``every``-th time step; it reads back as data (``--data``), its outputs found
+        by name. Written atomically: the file appears when it is complete."""
+        names, cols = self.columns(every)
         return write_columns(path, names, cols)
+
+    def to_npz(self, path, every: int = 1) -> Path:
+        """The columns of :meth:`to_csv` in a NumPy ``.npz`` archive (binary, 8 bytes a value
+        instead of about 24 characters; ``np.load(path)["q:x"]``), written atomically."""
+        names, cols = self.columns(every)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:        # a file object: savez keeps the name as given
+                np.savez(fh, **dict(zip(names, cols)))
+        return Path(path)

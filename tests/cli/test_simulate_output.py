@@ -1,0 +1,56 @@
+"""symdae simulate: --every, --format csv|npz|none and the file-size limit."""
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+import symdae
+from symdae.cli.main import main
+
+
+def test_every_and_formats(tmp_path, capsys):
+    base = ["simulate", "oscillator", "--t-end", "1", "--h", "1e-3", "--no-plot"]
+    assert main([*base, "--out-dir", str(tmp_path / "all")]) == 0
+    with open(tmp_path / "all" / "trajectory.csv") as fh:
+        rows = list(csv.reader(fh))
+    header, full = rows[0], np.array(rows[1:], dtype=float)
+    assert full.shape[0] == 1001
+    assert main([*base, "--every", "10", "--out-dir", str(tmp_path / "thin")]) == 0
+    assert "every 10-th step" in capsys.readouterr().out
+    with open(tmp_path / "thin" / "trajectory.csv") as fh:
+        thin = np.array(list(csv.reader(fh))[1:], dtype=float)
+    np.testing.assert_array_equal(thin, full[::10])        # the same values, every 10th row
+    assert main([*base, "--format", "npz", "--every", "10", "--out-dir",
+                 str(tmp_path / "npz")]) == 0
+    with np.load(tmp_path / "npz" / "trajectory.npz") as z:
+        assert list(z.keys()) == header
+        np.testing.assert_array_equal(np.column_stack([z[k] for k in header]), full[::10])
+    assert main([*base, "--format", "none", "--out-dir", str(tmp_path / "none")]) == 0
+    assert sorted(p.name for p in (tmp_path / "none").iterdir()) == ["summary.txt"]
+
+
+def test_a_file_over_the_limit_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("simulated although the file is too large")
+
+    monkeypatch.setattr(symdae.System, "simulate", refuse)
+    args = ["simulate", "oscillator", "--t-end", "1000", "--h", "1e-4", "--no-plot",
+            "--out-dir", str(tmp_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    # 10 000 001 rows of 1 + 3 + 3 columns at about 22 bytes
+    assert "would take about 1.54 GB (10000001 rows, --format csv)" in err
+    assert "--every K" in err and "--format npz or none" in err
+    assert main([*args[:-2], "--every", "0", "--out-dir", str(tmp_path)]) == 2
+    assert "--every must be a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+def test_trajectory_columns_api(tmp_path):
+    model, _ = symdae.load_model("pendulum")
+    traj = symdae.compile_model(model).simulate(t_end=0.1, h=1e-3)
+    names, cols = traj.columns(every=5)
+    assert names[:2] == ["t", "q:x"] and "lambda:lambda" in names and len(cols[0]) == 21
+    with pytest.raises(symdae.InputError, match="every must be a whole number >= 1"):
+        traj.columns(every=0)
