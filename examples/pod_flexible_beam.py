@@ -92,6 +92,11 @@ def main(argv=None) -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
+
+    def stage(text):            # the study takes minutes: say where it is
+        print(f"[{time.perf_counter() - t_start:6.1f} s] {text}", file=sys.stderr, flush=True)
+
+    stage("compiling the flexible beam (cached after the first run)")
     model, ns = symdae.load_model("flexible_beam")
     system = symdae.compile_model(model)
     sc, outs, mis = ns["SCENARIO"], ns["OUTPUTS"], ns["UNCERTAIN_JOINTS"]
@@ -109,6 +114,7 @@ def main(argv=None) -> int:
         verdicts.append((name, bool(ok), detail))
 
     # ---- 1. data and their POD
+    stage("1. data and their POD")
     truth = system.simulate(sc)
     data = Measurement.from_trajectory(truth, outs)
     P = pod(data, outs)
@@ -130,6 +136,7 @@ def main(argv=None) -> int:
                    xlabel="sensor position x [m]")
 
     # ---- 2. natural frequencies and the Fourier analysis of the POM coefficients
+    stage("2. natural frequencies and the Fourier analysis of the POM coefficients")
     nm_true = natural_modes(system)
     f_true = nm_true.frequencies
     shapes = nm_true.at_outputs(outs)
@@ -170,6 +177,7 @@ def main(argv=None) -> int:
     plot_pod_spectra(spectra[:8], out / "spectra_data.png", f_true, fmax=1200)
 
     # ---- 3. twin experiment with uncertain joints: scan + refine
+    stage("3. twin experiment with uncertain joints: scan + refine")
     costs = {label(i, b): PODCost(data, outs, mode=i, basis=b)
              for i in range(1, 12) for b in ("measured", "simulated")}
     costs["least squares"] = LeastSquares(data, outs)
@@ -241,6 +249,7 @@ def main(argv=None) -> int:
               out / "scan_mismatch_measured.png", TRUE_EI)
 
     # ---- 4. plain local runs from EI0 = 400
+    stage("4. plain local runs from EI0 = 400")
     md += ["## 4. Plain local runs from EI0 = 400 (L-BFGS-B, bounds [100, 2000], w = EI / 400)",
            "", "| cost | EI found | J / J0 | simulations |", "|---|---|---|---|"]
     local = {}
@@ -260,6 +269,7 @@ def main(argv=None) -> int:
     md.append("")
 
     # ---- 5. control: matched supports
+    stage("5. control: matched supports")
     grid_c = grid + args.step / 2                       # 500 is not a grid point
     grid_c = grid_c[grid_c <= 1000.0]
     _, rows5, scan_c, _ = scan_and_refine(system, sc, costs, grid_c, {}, args.workers)
@@ -276,6 +286,7 @@ def main(argv=None) -> int:
     verdict("control: every POM and LS give 500 to 1e-6", worst <= 1e-6, f"worst {worst:.1e}")
 
     # ---- 6. spectra of the identification model at the start and at the identified EI
+    stage("6. spectra of the identification model at the start and at the identified EI")
     ei_id = rows3[label(4, "simulated")]["refined"]
     md += ["## 6. Why the higher modes work", "",
            f"Natural frequencies [Hz] of the true model, of the identification model at the "

@@ -313,7 +313,8 @@ def _build_locked(cache: Path, dirname: str, modname: str, final: Path, so_name:
         tmp = _make_temporary(cache, dirname)
         write_source(text, tmp, modname)
         if verbose:
-            print(f"symdae: compiling {dirname} in {tmp}", file=sys.stderr)
+            print(f"symdae: compiling {dirname} in {tmp} (C compiler; cached afterwards)",
+                  file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         try:
             so = compile_module(tmp, modname)
@@ -325,6 +326,9 @@ def _build_locked(cache: Path, dirname: str, modname: str, final: Path, so_name:
             raise BuildError(f"compiling {dirname} failed; source and log kept in {failed}",
                              exc.output, str(failed / "build.log")) from None
         timings = dict(timings, source_s=t1 - t0, compile_s=time.perf_counter() - t1)
+        if verbose:
+            print(f"symdae: compiled in {timings['compile_s']:.1f} s", file=sys.stderr,
+                  flush=True)
         shutil.rmtree(tmp / "build", ignore_errors=True)
         meta = dict(meta, sha256=_sha256(so), flags=list(COMPILE_FLAGS),
                     tools=dict(_tool_versions(),

@@ -167,5 +167,6 @@ def load(args):
     out = args.out_dir or Path("results") / f"{args.command}-{model.name}"
     out.mkdir(parents=True, exist_ok=True)
     remove_outputs(out, OUTPUT_FILES.get(args.command, ()))
-    system = compile_model(model, cache_dir=args.cache_dir)
+    # verbose: a cold build says what it does (derive, generate, compile); a cached one is quiet
+    system = compile_model(model, cache_dir=args.cache_dir, verbose=True)
     return model, ns, system, scenario, out

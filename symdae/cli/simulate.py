@@ -1,6 +1,8 @@
 """``symdae simulate``: simulate a model; write a CSV, a plot and a summary."""
 from __future__ import annotations
 
+import sys
+
 from ..atomic import write_text
 from ..errors import InputError
 from ..simulation.memory import MemoryEstimate, csv_bytes, forward_bytes
@@ -25,6 +27,7 @@ def add_parser(sub) -> None:
 
 
 FORMATS = ("csv", "npz", "none")
+LONG_RUN = 200_000     # steps: about a second of a small model's sweep
 # bytes per value written: repr() of a double is up to 24 characters plus a separator
 # (measured 17.7 to 20.3 on the oscillator, the pendulum and the engine mount: 22 errs on the
 # large side), a double in an npz is 8
@@ -70,6 +73,10 @@ def run(args) -> int:
                          "write every K-th step (--every K), --format npz or none, or raise "
                          "--max-file-size")
     simulate_estimate(system.sizes, scenario, not args.no_plot).check()
+    if scenario.n_steps >= LONG_RUN:      # a long sweep is one compiled call: say so first
+        print(f"symdae: simulating {scenario.n_steps} steps of h = {scenario.h:g} s "
+              f"(t = {scenario.t0:g} .. {scenario.t_end:g} s; Ctrl-C stops it)", file=sys.stderr,
+              flush=True)
     traj = system.simulate(scenario, params=dict(args.param))
     summary = traj.summary()
     write_text(out / "summary.txt", summary + "\n")

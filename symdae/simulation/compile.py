@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -25,13 +26,21 @@ __all__ = ["compile_model", "restore_system", "BACKENDS"]
 BACKENDS = ("auto", "compiled", "numpy")
 
 
-def _source(model):
-    """Derive and emit (only on a cache miss): (source text, timings)."""
+def _source(model, verbose: bool = False):
+    """Derive and emit (only on a cache miss): (source text, timings); ``verbose`` says what
+    it is doing on stderr (a cold build of a large model takes minutes)."""
+    say = (lambda text: print(f"symdae: {model.name}: {text}", file=sys.stderr, flush=True)) \
+        if verbose else (lambda text: None)
+    say(f"not in the cache: deriving the equations ({model.n} coordinates, {model.m} "
+        f"constraints, {len(model.parameters)} parameters)")
     t0 = time.perf_counter()
     derived = derive(model)
     t1 = time.perf_counter()
+    say(f"derived in {t1 - t0:.1f} s; generating the kernels")
     text = emit_cython(derived, definition_hash=model.definition_hash())
-    return text, {"derive_s": t1 - t0, "emit_s": time.perf_counter() - t1}
+    t2 = time.perf_counter()
+    say(f"generated {text.count(chr(10))} lines in {t2 - t1:.1f} s")
+    return text, {"derive_s": t1 - t0, "emit_s": t2 - t1}
 
 
 def _meta(model) -> dict:
@@ -47,7 +56,7 @@ def _load_compiled(model, cache_dir, verbose: bool, can_build: bool = True):
         if not can_build:
             raise BuildError(f"model {model.name!r} is not in the cache and there is no C "
                              "compiler to build it")
-        return _source(model)
+        return _source(model, verbose)
 
     def validate(module):
         got = getattr(module, "DEFINITION_HASH", None)

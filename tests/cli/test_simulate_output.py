@@ -54,3 +54,30 @@ def test_trajectory_columns_api(tmp_path):
     assert names[:2] == ["t", "q:x"] and "lambda:lambda" in names and len(cols[0]) == 21
     with pytest.raises(symdae.InputError, match="every must be a whole number >= 1"):
         traj.columns(every=0)
+
+
+def test_a_cold_build_and_a_long_run_say_what_they_do(tmp_path, capsys):
+    """A model not in the cache: the command says it derives, generates and compiles (a cold
+    build of a large model takes minutes); the second run loads it silently. A long sweep is
+    announced with its step count."""
+    model_file = tmp_path / "decay.py"
+    model_file.write_text(
+        "import sympy as sp\n"
+        "from sympy.physics.mechanics import dynamicsymbols\n"
+        "import symdae\n"
+        "x = dynamicsymbols('x')\n"
+        "k = sp.Symbol('k_decay_progress')\n"
+        "model = symdae.Model('decay_progress', [x], mass_matrix=[[1]],\n"
+        "                     forces=[-k * x - x.diff(dynamicsymbols._t)],\n"
+        "                     parameters={k: 3.0}, outputs={'x': x},\n"
+        "                     initial_state={x: 1})\n")
+    args = ["simulate", str(model_file), "--no-plot", "--format", "none", "--cache-dir",
+            str(tmp_path / "cache"), "--out-dir", str(tmp_path / "out")]
+    assert main([*args, "--t-end", "300", "--h", "1e-3"]) == 0
+    err = capsys.readouterr().err
+    for text in ("symdae: decay_progress: not in the cache: deriving the equations",
+                 "generating the kernels", "symdae: compiling", "symdae: compiled in",
+                 "symdae: simulating 300000 steps of h = 0.001 s"):
+        assert text in err, err
+    assert main([*args, "--t-end", "1", "--h", "1e-3"]) == 0
+    assert capsys.readouterr().err == ""          # cached, short: nothing to say
