@@ -1,5 +1,5 @@
-"""Test-session setup: models compile into a temporary cache, never into the checkout's
-generated/ (set SYMDAE_CACHE_DIR yourself to reuse a cache between runs)."""
+"""Test-session setup: models compile into a temporary cache, never into the user's cache
+(set SYMDAE_CACHE_DIR yourself to reuse a cache between runs)."""
 from __future__ import annotations
 
 import os

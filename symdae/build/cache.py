@@ -64,15 +64,13 @@ GENERATOR_SOURCES = ("model/definition.py", "model/derivation.py", "model/kernel
 
 
 def default_cache_dir() -> Path:
-    """Where compiled models are cached: ``$SYMDAE_CACHE_DIR``; else ``generated/`` of a source
-    checkout; else the platform's per-user cache folder (``~/.cache/symdae`` on Linux), never
-    the installed package's folder."""
+    """Where compiled models are cached: ``$SYMDAE_CACHE_DIR``, else the platform's per-user
+    cache folder (``~/.cache/symdae`` on Linux): also from a source checkout or an editable
+    install, whose folder is the library's, not the user's (``SYMDAE_CACHE_DIR=generated``
+    keeps a checkout's models beside it); never the installed package's folder."""
     env = os.environ.get("SYMDAE_CACHE_DIR")
     if env:
         return Path(env).expanduser()
-    repo = _PKG.parent / "generated"
-    if (repo / "README.md").is_file() and os.access(repo, os.W_OK):
-        return repo
     return Path(platformdirs.user_cache_dir("symdae", appauthor=False))
 
 

@@ -146,3 +146,18 @@ def test_version_on_the_command_line():
     out = subprocess.run([sys.executable, "-m", "symdae.cli.main", "--version"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == f"symdae {symdae.__version__}"
+
+
+def test_a_checkout_caches_in_the_user_cache_too(tmp_path):
+    """From the source checkout (an editable install) the default cache is the user's, not
+    the library's generated/ folder; SYMDAE_CACHE_DIR overrides it."""
+    code = "import symdae; print(symdae.default_cache_dir())"
+    env = {k: v for k, v in os.environ.items() if k != "SYMDAE_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "xdg"), PYTHONPATH=str(PKG.parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, check=True)
+    assert Path(out.stdout.strip()) == tmp_path / "xdg" / "symdae"
+    env["SYMDAE_CACHE_DIR"] = str(tmp_path / "mine")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, check=True)
+    assert Path(out.stdout.strip()) == tmp_path / "mine"
