@@ -23,6 +23,7 @@ from ..errors import InputError, Interrupted, SimulationError, UnknownNameError
 from ..model.definition import by_parameter_name, parameter_name
 from ..progress import report
 from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION
+from ..simulation.memory import MemoryEstimate, forward_bytes
 from ..simulation.scenario import physical_memory
 from ..threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
@@ -32,7 +33,7 @@ from .residuals import least_squares_terms
 from .statistics import check_noise, statistics_or_reason
 
 __all__ = ["IdentificationResult", "identify", "choose_method", "DEFAULT_OPTIONS",
-           "AUTO_GAUSS_NEWTON_MAX_FREE"]
+           "AUTO_GAUSS_NEWTON_MAX_FREE", "identification_estimate"]
 
 # L-BFGS-B's ftol is relative to max(|J|, 1): once J < 1 it acts as an absolute threshold and
 # stops long before the cost reaches round-off, so symdae switches it off and stops on the
@@ -232,6 +233,30 @@ def _start_values(exps, free, start) -> dict:
     return {k: float(start[k]) for k in free}
 
 
+def identification_estimate(experiment, n_free: int, method: str) -> MemoryEstimate:
+    """The memory one evaluation of ``experiment`` takes in an identification by ``method``.
+
+    Gauss-Newton (``LEAST_SQUARES_METHODS``): the states of every step (the tangent sweep
+    refactorises from them), the tangents of q, v, a, lam and the outputs along each free
+    parameter, and the residuals. The gradient methods: the outputs and dJ/dS of every step and
+    the states within the experiment's memory budget (the adjoint is checkpointed beyond it).
+    """
+    sizes, sc = experiment.system.sizes, experiment.scenario
+    points = sc.n_steps + 1
+    states = forward_bytes(sizes, sc.scheme)
+    if method in LEAST_SQUARES_METHODS:
+        tangents = 8 * n_free * (3 * sizes.n + sizes.m + 2 * sizes.n_s)
+        return MemoryEstimate(f"experiment {experiment.name!r} (Gauss-Newton with "
+                              f"{n_free} free parameters)", points,
+                              states + tangents + 8 * 2 * sizes.n_s,
+                              shrink="a larger h, a shorter run, fewer free parameters or "
+                              "method='L-BFGS-B' (its adjoint gradient is checkpointed)")
+    budget = experiment.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
+    return MemoryEstimate(f"experiment {experiment.name!r} (cost and adjoint gradient)", points,
+                          8 * (1 + 2 * sizes.n_s), int(min(points * states, budget)),
+                          shrink="a larger h, a shorter run or a smaller memory_budget")
+
+
 def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
     """What ``method="auto"`` takes, and why: ``"least_squares"`` (Gauss-Newton with the
     tangent Jacobian) when every experiment's cost is a sum of LeastSquares terms, at most
@@ -315,6 +340,8 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     scales = parameter_scales(free, [start[k] for k in free], scaling)
     sb = _scaled_bounds(free, start, scales, bounds)
     check_noise(noise, exps)
+    for e in exps:                 # before any sweep: a run that cannot fit is refused now
+        identification_estimate(e, len(free), method).check()
     # the optimisers' own BLAS calls are on vectors of a few entries: OpenBLAS's thread pool
     # only slows them (L-BFGS-B took 6 ms instead of 0.05 ms per evaluation under load)
     progress = _BestSoFar(progress)

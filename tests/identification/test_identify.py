@@ -396,3 +396,32 @@ def test_ctrl_c_reports_the_best_point_so_far(experiment, method):
     assert info.value.best == best["values"] and info.value.best_cost == best["cost"]
     assert best["cost"] < seen[0]["cost"]
     assert f"best at iteration {best['iteration']}" in str(info.value)
+
+
+def test_an_identification_that_cannot_fit_is_refused_before_any_sweep(monkeypatch):
+    """One estimate per method, checked before the first simulation: Gauss-Newton keeps the
+    states and the tangents of every step, the gradient methods the outputs (their states are
+    checkpointed within the budget)."""
+    import time
+
+    import symdae.simulation.memory as memory
+    from symdae.identification.identify import identification_estimate
+    from symdae.simulation.memory import MemoryLimitError
+
+    model, _ = symdae.load_model("oscillator")
+    system = symdae.compile_model(model)
+    sc = symdae.Scenario(t_end=1e4, h=1e-4, alpha=-0.1)             # 1e8 steps
+    exp = symdae.Experiment(system, symdae.LeastSquares({"q": np.zeros(3)}, ["q"]), sc)
+    gn = identification_estimate(exp, 2, "least_squares")
+    # n = 1, m = 0, 3 outputs, hht-ga: t, q, v, a, w + outputs = 8 doubles; tangents of
+    # q, v, a and two copies of the outputs along 2 parameters = 18; residual and dS 6
+    assert gn.per_step == 8 * (8 + 18 + 6) and gn.points == 10**8 + 1
+    lbfgs = identification_estimate(exp, 2, "L-BFGS-B")
+    assert lbfgs.per_step == 8 * 7 and lbfgs.total < gn.total
+    monkeypatch.setattr(memory, "available_memory", lambda: 2**30)
+    t0 = time.perf_counter()
+    with pytest.raises(MemoryLimitError, match=r"experiment 'experiment' \(Gauss-Newton with 2 "
+                                               r"free parameters\) needs about 23\.8 GiB.*"
+                                               r"method='L-BFGS-B'"):
+        symdae.identify(exp, ["c", "d"], method="least_squares", progress=False)
+    assert time.perf_counter() - t0 < 1.0
