@@ -1,11 +1,13 @@
 """``symdae simulate``: simulate a model; write a CSV, a plot and a summary."""
 from __future__ import annotations
 
+import contextlib
 import sys
 
-from ..atomic import write_text
+from ..atomic import atomic_open, write_text
 from ..errors import InputError
-from ..simulation.memory import MemoryEstimate, csv_bytes, forward_bytes
+from ..simulation.memory import (MemoryEstimate, MemoryLimitError, available_memory, csv_bytes,
+                                 forward_bytes)
 from .common import load, scenario_args
 
 __all__ = ["add_parser", "run"]
@@ -59,6 +61,51 @@ def simulate_estimate(sizes, scenario, plot: bool) -> MemoryEstimate:
                           "a larger --h, a shorter --t-end or --no-plot")
 
 
+def _segmented(system, scenario, params, out, args):
+    """Simulate in segments within a quarter of the available memory, appending each to the
+    CSV; returns (a Trajectory with the outputs only, the CSV's path or None)."""
+    import csv
+
+    import numpy as np
+
+    from ..simulation.checkpoint import simulate_segments
+    from ..simulation.trajectory import Trajectory
+
+    mplan, pieces = simulate_segments(system, scenario, params,
+                                      memory_budget=available_memory() // 4)
+    print(f"symdae: the states of {scenario.n_steps} steps do not fit in memory: simulating "
+          f"{mplan.segments} segments of {mplan.segment} steps, each written as it is done",
+          file=sys.stderr, flush=True)
+    t = scenario.times
+    S = np.empty((len(t), system.sizes.n_s))
+    counters, path = {}, out / "trajectory.csv"
+    with contextlib.ExitStack() as stack:
+        writer = None
+        if args.format == "csv":
+            writer = csv.writer(stack.enter_context(atomic_open(path, "w", newline="")))
+        start = 0
+        for k, piece in enumerate(pieces):
+            skip = 0 if k == 0 else 1              # its first row ends the segment before
+            S[start:start + len(piece.t) - skip] = np.column_stack(
+                list(piece.outputs.values()))[skip:] if piece.outputs else 0.0
+            if writer is not None:
+                names, cols = piece.columns()
+                if k == 0:
+                    writer.writerow(names)
+                rows = np.column_stack(cols)[skip:]
+                keep = (start + np.arange(len(rows))) % args.every == 0
+                writer.writerows(rows[keep].tolist())
+            counters = {c: counters.get(c, 0) + v for c, v in piece.counters.items()}
+            start += len(piece.t) - skip
+    model = system.model
+    traj = Trajectory(t=t, q=None, v=None, a=None, lam=None,
+                      outputs={name: S[:, j] for j, name in enumerate(model.output_names)},
+                      counters=counters, params=piece.params, scenario=piece.scenario,
+                      coordinate_names=model.coordinate_names,
+                      multiplier_names=model.multiplier_names)
+    return traj, (path if writer is not None else None)
+
+
 def run(args) -> int:
     from ..plots.base import plot_outputs
 
@@ -72,20 +119,31 @@ def run(args) -> int:
                          f"{args.format}), more than --max-file-size {args.max_file_size:g} GB: "
                          "write every K-th step (--every K), --format npz or none, or raise "
                          "--max-file-size")
-    simulate_estimate(system.sizes, scenario, not args.no_plot).check()
+    whole = simulate_estimate(system.sizes, scenario, not args.no_plot)
     if scenario.n_steps >= LONG_RUN:      # a long sweep is one compiled call: say so first
         print(f"symdae: simulating {scenario.n_steps} steps of h = {scenario.h:g} s "
               f"(t = {scenario.t0:g} .. {scenario.t_end:g} s; Ctrl-C stops it)", file=sys.stderr,
               flush=True)
-    traj = system.simulate(scenario, params=dict(args.param))
+    try:
+        whole.check()
+    except MemoryLimitError:
+        # the states of the whole run do not fit: run it in segments, writing each as it
+        # is done (the outputs alone are kept, for the summary and the plot)
+        if args.format == "npz":
+            raise
+        traj, written = _segmented(system, scenario, dict(args.param), out, args)
+    else:
+        traj = system.simulate(scenario, params=dict(args.param))
+        written = None
+        if args.format != "none":
+            path = out / f"trajectory.{args.format}"
+            writer = traj.to_csv if args.format == "csv" else traj.to_npz
+            written = writer(path, every=args.every)
     summary = traj.summary()
     write_text(out / "summary.txt", summary + "\n")
     print(summary)
-    if args.format != "none":
-        path = out / f"trajectory.{args.format}"
-        writer = traj.to_csv if args.format == "csv" else traj.to_npz
-        print(f"wrote {writer(path, every=args.every)} (every {args.every}-th step)"
-              if args.every > 1 else f"wrote {writer(path)}")
+    if written is not None:
+        print(f"wrote {written}" + (f" (every {args.every}-th step)" if args.every > 1 else ""))
     if not args.no_plot:
         print(f"wrote {plot_outputs(traj, out / 'outputs.png', model.units)}")
     return 0

@@ -37,7 +37,7 @@ from .sensitivity import (
 from .trajectory import Trajectory
 
 __all__ = ["MemoryPlan", "plan", "GradientRun", "cost_and_gradient", "DEFAULT_MEMORY_FRACTION",
-           "checkpointed_sensitivities"]
+           "checkpointed_sensitivities", "simulate_segments"]
 
 DEFAULT_MEMORY_FRACTION = 0.25   # of the machine's memory, for the states a gradient keeps
 
@@ -133,6 +133,36 @@ def _recompute(system, sc: Scenario, p, U, ck: _Checkpoint, length: int):
         raise SimulationError(f"recomputing the segment from step {ck.step} failed: "
                               f"{fwd.report}")
     return fwd
+
+
+def simulate_segments(system, scenario, params=None, *, memory_budget: int | None = None):
+    """A run too long to hold, in segments that keep at most ``memory_budget`` bytes of
+    states: (the plan, an iterator of one :class:`Trajectory` per segment). Segment k covers
+    its steps i0 .. i0 + L (its first row repeats the last of the one before); together they
+    are the one long run, bit for bit. For writing a long run as it goes."""
+    sc = Scenario.make(scenario)
+    sz = system.sizes
+    mplan = plan(sz, sc.n_steps, memory_budget)
+    p = system.parameter_vector(params)
+    t = sc.times
+    U = system.input_array(sc.inputs, t)
+    x0 = initial_state(system.backend, system.model, p, sc.t0, U[0], sc.q0, sc.v0,
+                       tol=sc.init_tol, project=sc.project)
+    model = system.model
+
+    def pieces():
+        for ck, fwd in _segments(system, sc, p, U, x0, mplan):
+            ts = t[ck.step:ck.step + fwd.grid.N + 1]
+            system._check_outputs(fwd.S, ts)
+            yield Trajectory(
+                t=ts, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
+                outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},
+                counters=fwd.report.counters.as_dict(),
+                params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
+                coordinate_names=model.coordinate_names,
+                multiplier_names=model.multiplier_names)
+
+    return mplan, pieces()
 
 
 def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = True,

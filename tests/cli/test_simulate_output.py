@@ -81,3 +81,31 @@ def test_a_cold_build_and_a_long_run_say_what_they_do(tmp_path, capsys):
         assert text in err, err
     assert main([*args, "--t-end", "1", "--h", "1e-3"]) == 0
     assert capsys.readouterr().err == ""          # cached, short: nothing to say
+
+
+def test_a_run_whose_states_do_not_fit_is_written_in_segments(tmp_path, capsys, monkeypatch):
+    """With the memory available too small for the whole trajectory, simulate runs in
+    segments and appends each to the CSV: the file equals the one-piece run's, bit for bit
+    (the restarts take the very steps of the long run), and so do the summary's outputs."""
+    import symdae.cli.simulate as cli_simulate
+
+    base = ["simulate", "oscillator", "--t-end", "20", "--h", "1e-3", "--no-plot"]
+    assert main([*base, "--out-dir", str(tmp_path / "whole")]) == 0
+    whole_summary = capsys.readouterr().out
+    # 20 001 points of about 70 bytes: the whole run needs ~1.4 MB plus the CSV chunk
+    monkeypatch.setattr(cli_simulate, "available_memory", lambda: 600_000)
+    monkeypatch.setattr(symdae.simulation.memory, "available_memory", lambda: 600_000)
+    assert main([*base, "--every", "7", "--out-dir", str(tmp_path / "parts")]) == 0
+    printed = capsys.readouterr()
+    import re
+
+    segments = re.search(r"do not fit in memory: simulating (\d+) segments of", printed.err)
+    assert segments and int(segments.group(1)) > 2, printed.err
+    with open(tmp_path / "whole" / "trajectory.csv") as fh:
+        whole = list(csv.reader(fh))
+    with open(tmp_path / "parts" / "trajectory.csv") as fh:
+        parts = list(csv.reader(fh))
+    assert parts[0] == whole[0] and parts[1:] == whole[1::7]
+    out_lines = [line for line in printed.out.splitlines() if line.startswith("output ")]
+    assert out_lines == [line for line in whole_summary.splitlines()
+                         if line.startswith("output ")]
