@@ -54,11 +54,21 @@ def simulate_estimate(sizes, scenario, plot: bool) -> MemoryEstimate:
     CSV (a chunk of formatted rows) and drawing the plot add: they run one after the other."""
     points = scenario.n_steps + 1
     columns = 1 + 3 * sizes.n + sizes.m + sizes.n_s
-    drawing = points * (PLOT_BYTES[0] + PLOT_BYTES[1] * sizes.n_s) if plot else 0
+    # long records are drawn as min/max envelopes of at most 8000 points (plots.base)
+    drawn = min(points, 8000)
+    drawing = drawn * (PLOT_BYTES[0] + PLOT_BYTES[1] * sizes.n_s) if plot else 0
     return MemoryEstimate("the simulation and its outputs", points,
                           forward_bytes(sizes, scenario.scheme),
                           max(csv_bytes(points, columns), drawing),
                           "a larger --h, a shorter --t-end or --no-plot")
+
+
+def _announce(scenario) -> None:
+    """A long sweep is one compiled call: say so before it starts."""
+    if scenario.n_steps >= LONG_RUN:
+        print(f"symdae: simulating {scenario.n_steps} steps of h = {scenario.h:g} s "
+              f"(t = {scenario.t0:g} .. {scenario.t_end:g} s; Ctrl-C stops it)", file=sys.stderr,
+              flush=True)
 
 
 def _segmented(system, scenario, params, out, args):
@@ -71,6 +81,11 @@ def _segmented(system, scenario, params, out, args):
     from ..simulation.checkpoint import simulate_segments
     from ..simulation.trajectory import Trajectory
 
+    points = scenario.n_steps + 1
+    MemoryEstimate("the outputs of the run (simulated in segments)", points,
+                   8 * (1 + 2 * system.sizes.n_s), shrink="a larger --h or a shorter --t-end"
+                   ).check()
+    _announce(scenario)
     mplan, pieces = simulate_segments(system, scenario, params,
                                       memory_budget=available_memory() // 4)
     print(f"symdae: the states of {scenario.n_steps} steps do not fit in memory: simulating "
@@ -120,10 +135,6 @@ def run(args) -> int:
                          "write every K-th step (--every K), --format npz or none, or raise "
                          "--max-file-size")
     whole = simulate_estimate(system.sizes, scenario, not args.no_plot)
-    if scenario.n_steps >= LONG_RUN:      # a long sweep is one compiled call: say so first
-        print(f"symdae: simulating {scenario.n_steps} steps of h = {scenario.h:g} s "
-              f"(t = {scenario.t0:g} .. {scenario.t_end:g} s; Ctrl-C stops it)", file=sys.stderr,
-              flush=True)
     try:
         whole.check()
     except MemoryLimitError:
@@ -133,6 +144,7 @@ def run(args) -> int:
             raise
         traj, written = _segmented(system, scenario, dict(args.param), out, args)
     else:
+        _announce(scenario)
         traj = system.simulate(scenario, params=dict(args.param))
         written = None
         if args.format != "none":

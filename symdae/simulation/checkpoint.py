@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InputError, SimulationError
 from .backends.base import Counters, Restart
 from .initial import init_adjoint, init_tangent, initial_state
+from .memory import format_bytes
 from .scenario import Scenario, physical_memory
 from .sensitivity import (
     adjoint_gradient,
@@ -80,16 +81,9 @@ def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
     if segments * ck > budget // 2:
         least = 4 * math.sqrt(steps * row * ck)
         raise InputError(f"a gradient over {steps} steps needs a memory budget of at least "
-                         f"about {_size(least)} for its states and checkpoints, it is "
-                         f"{_size(budget)}: raise memory_budget")
+                         f"about {format_bytes(least)} for its states and checkpoints, it is "
+                         f"{format_bytes(budget)}: raise memory_budget")
     return MemoryPlan(steps, length, segments, (length + 1) * row, segments * ck, budget)
-
-
-def _size(nbytes: float) -> str:
-    for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= k:
-            return f"{nbytes / k:.1f} {unit}"
-    return f"{nbytes:.0f} bytes"
 
 
 @dataclass(frozen=True)

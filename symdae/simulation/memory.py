@@ -16,7 +16,7 @@ from ..errors import InputError
 from .scenario import physical_memory
 
 __all__ = ["MemoryEstimate", "available_memory", "forward_bytes", "design_bytes",
-           "csv_bytes", "MemoryLimitError"]
+           "csv_bytes", "MemoryLimitError", "format_bytes"]
 
 CSV_CELL = 48              # bytes per cell of a chunk: the float, its list slot, the stacked copy
 
@@ -37,7 +37,8 @@ def available_memory() -> int:
     return physical_memory()
 
 
-def _size(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """A size for a message: 23.8 GiB, 512 MiB, 3.5 KiB."""
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
@@ -63,8 +64,8 @@ class MemoryEstimate:
         have = available_memory() if available is None else available
         if self.total > have:
             raise MemoryLimitError(
-                f"{self.what} needs about {_size(self.total)} ({self.points} grid points x "
-                f"{self.per_step} bytes), {_size(have)} of memory is available; shrink it "
+                f"{self.what} needs about {format_bytes(self.total)} ({self.points} grid points x "
+                f"{self.per_step} bytes), {format_bytes(have)} of memory is available; shrink it "
                 f"with {self.shrink}")
 
 

@@ -16,8 +16,8 @@ from symdae.plots.base import plot_outputs
 
 
 @pytest.mark.parametrize("argv, shrink", [
-    (["simulate", "oscillator", "--t-end", "1e6", "--h", "1e-5"],
-     "a larger --h, a shorter --t-end or --no-plot"),
+    (["simulate", "oscillator", "--t-end", "1e6", "--h", "1e-5", "--format", "none"],
+     "a larger --h or a shorter --t-end"),
     (["design", "two_mass_oscillator", "--t-end", "1e4", "--h", "1e-8"],
      "a larger h or a shorter t_end (--h, --t-end), or fewer free parameters"),
 ])

@@ -92,9 +92,9 @@ def test_a_run_whose_states_do_not_fit_is_written_in_segments(tmp_path, capsys, 
     base = ["simulate", "oscillator", "--t-end", "20", "--h", "1e-3", "--no-plot"]
     assert main([*base, "--out-dir", str(tmp_path / "whole")]) == 0
     whole_summary = capsys.readouterr().out
-    # 20 001 points of about 70 bytes: the whole run needs ~1.4 MB plus the CSV chunk
-    monkeypatch.setattr(cli_simulate, "available_memory", lambda: 600_000)
-    monkeypatch.setattr(symdae.simulation.memory, "available_memory", lambda: 600_000)
+    # 20 001 points: the whole run needs ~1.4 MB plus a 6.7 MB CSV chunk, its outputs 1.1 MB
+    monkeypatch.setattr(cli_simulate, "available_memory", lambda: 1_500_000)
+    monkeypatch.setattr(symdae.simulation.memory, "available_memory", lambda: 1_500_000)
     assert main([*base, "--every", "7", "--out-dir", str(tmp_path / "parts")]) == 0
     printed = capsys.readouterr()
     import re
