@@ -25,7 +25,8 @@ from ..data.measurement import Measurement
 from ..errors import InputError, SymdaeError
 from ..threads import gather
 from .experiment import Experiment
-from .identify import identify
+from ..simulation.memory import MemoryEstimate
+from .identify import identification_estimate, identify
 from .residuals import least_squares_terms
 from .statistics import fitted_outputs, identification_statistics, noise_levels
 
@@ -205,6 +206,14 @@ def monte_carlo(experiments: Sequence[Experiment] | Callable[[], Sequence[Experi
     exps = list(experiments() if callable(experiments) else experiments)
     free = list(free)
     sigma = noise_levels(noise, fitted_outputs(exps))
+    # before any run: with an executor, as many identifications at once as there are cores
+    # (an Executor does not say how many workers it has; more would only queue)
+    at_once = 1 if executor is None else min(runs, os.cpu_count() or 2)
+    for e in exps:
+        est = identification_estimate(e, len(free), method)
+        MemoryEstimate(f"{est.what}, {at_once} runs at once", est.points,
+                       at_once * est.per_step, at_once * est.fixed,
+                       shrink=est.shrink + ", or fewer workers").check()
     if truth is None:
         clean = identify(exps, free, start, bounds, method=method, options=options,
                          max_iterations=max_iterations, progress=False, statistics=False)

@@ -90,3 +90,23 @@ def test_bad_input(two_mass):
         monte_carlo([exp], ["c2"], ns["START"], {"x2": 0.0}, 4)
     with pytest.raises(InputError, match="must be a positive finite"):
         monte_carlo([exp], ["c2"], ns["START"], float("nan"), 4)
+
+
+def test_a_study_that_cannot_fit_is_refused_before_any_run(two_mass, monkeypatch):
+    """The memory of one identification times the runs done at once, checked first."""
+    import symdae.simulation.memory as memory
+    from symdae.simulation.memory import MemoryLimitError
+
+    system, ns = two_mass
+    exp = experiment(system, ns, "F0")
+    one = symdae.identification.identify.identification_estimate(exp, 1, "least_squares")
+    monkeypatch.setattr(memory, "available_memory", lambda: int(1.5 * one.total))
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)        # two cores: two runs at once
+    with ThreadPoolExecutor(2) as pool:
+        with pytest.raises(MemoryLimitError, match=r"2 runs at once.*or fewer workers"):
+            monte_carlo([exp], ["c2"], ns["START"], {"x2": SIGMA}, RUNS, executor=pool)
+    # one at a time fits
+    mc = monte_carlo([exp], ["c2"], ns["START"], {"x2": SIGMA}, 2, seed=1)
+    assert mc.n_runs == 2
