@@ -141,5 +141,6 @@ model_friction = make_beam(10, 11, name="flexible_beam_friction", support_fricti
 START = {"EI": 400.0}
 FREE = ["EI"]
 OUTPUTS = [f"w{j}" for j in range(11)]
+SENSOR_POSITIONS = {f"w{j}": j * LENGTH / 10 for j in range(11)}   # m, for plots of modes
 UNCERTAIN_JOINTS = {"ks": 2400.0, "cs": 1.0}
 SCENARIO = symdae.Scenario(t_end=1.0, h=1e-4, alpha=-0.05, inputs={"F": pulse})

@@ -146,6 +146,7 @@ def run(args) -> int:
                                               ns.get("SENSOR_POSITIONS"))}}
     if truth is not None:
         report["relative_error"] = result.relative_error(truth)
+        report["verdict"] = _verdict(result, report["relative_error"], truth)
     write_text(out / "report.json", json.dumps(report, indent=1, default=float))
     plot_convergence(result, out / "convergence.png", reference=truth)
     t0 = time.perf_counter()
@@ -160,9 +161,36 @@ def run(args) -> int:
     if truth is not None:
         worst = max(report["relative_error"].values())
         print(f"largest relative error against the true values: {worst:.3e}")
+        print(report["verdict"])
     print(f"wrote {out / 'report.json'}, {out / 'convergence.png'}, {out / 'fit.png'} "
           f"({time.perf_counter() - t0:.2f} s for the plots)")
     return 0
+
+
+# synthetic data: a converged fit this far from the true values is not the answer
+FAR_FROM_TRUTH = 0.01
+
+
+def _verdict(result, errors: dict, truth: dict) -> str:
+    """What a run on synthetic data shows: the optimiser's "success" says only that it
+    converged; against the true values it may have converged to the wrong point. With noise,
+    the distance is measured in standard errors."""
+    worst = max(errors, key=errors.get)
+    if not result.success:
+        return f"not converged ({result.message}); {worst} is {errors[worst]:.1%} off"
+    se = result.statistics.standard_errors if result.statistics is not None else None
+    if se:
+        far = {k: abs(result.values[k] - truth[k]) / se[k] for k in errors if se.get(k)}
+        k = max(far, key=far.get)
+        if far[k] <= 3.0:
+            return "converged to the true values within 3 standard errors"
+        return (f"converged, but {k} lies {far[k]:.1f} standard errors from its true value: "
+                "a local minimum or a biased fit; try other --start values")
+    if errors[worst] <= FAR_FROM_TRUTH:
+        return "converged to the true values"
+    return (f"converged, but {worst} is {errors[worst]:.1%} from its true value: a local "
+            "minimum or a direction the data do not determine; try other --start values (or "
+            "a scan) and check the statistics' warnings")
 
 
 def _coverage(cost, scenario) -> dict:
