@@ -92,7 +92,7 @@ def search(args, experiment, free, start, bounds, out: Path):
         raise InputError(f"--scan {name}=...: scans one parameter; pass --free {name} alone "
                          f"(free: {list(free)})")
     s = scan(experiment.system, experiment.scenario, {"J": experiment.cost}, name, grid,
-             experiment.params)
+             experiment.params, progress=not args.quiet)
     best = s.minimum("J")
     lo, hi = best.neighbours
     plot_scan(s, ["J"], out / "scan.png")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Mapping
@@ -79,9 +81,11 @@ def _grid(grid) -> np.ndarray:
 
 
 def scan(system, scenario, costs: Mapping[str, Cost] | Cost, name: str, grid,
-         params: Mapping | None = None, executor: Executor | None = None) -> ScanResult:
+         params: Mapping | None = None, executor: Executor | None = None,
+         progress: bool = False) -> ScanResult:
     """J of each cost at every value of parameter ``name`` on ``grid``, one simulation per
-    grid value (``params`` fixes the others). ``executor`` runs grid points concurrently."""
+    grid value (``params`` fixes the others). ``executor`` runs grid points concurrently;
+    ``progress`` prints a line to stderr at every tenth of the grid."""
     g = _grid(grid)
     costs = {"J": costs} if isinstance(costs, Cost) else dict(costs)
     if name not in system.model.parameter_names:
@@ -103,7 +107,20 @@ def scan(system, scenario, costs: Mapping[str, Cost] | Cost, name: str, grid,
                 out[label], errs[label] = math.nan, str(exc)
         return out, errs
 
-    results = list(executor.map(one, g)) if executor is not None else [one(x) for x in g]
+    every = max(1, len(g) // 10)
+    t0 = time.perf_counter()
+
+    def counted(k_x):
+        k, x = k_x
+        r = one(x)
+        if progress and ((k + 1) % every == 0 or k + 1 == len(g)):
+            print(f"scan of {name}: {k + 1} of {len(g)} grid points "
+                  f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+        return r
+
+    points = list(enumerate(g))
+    results = list(executor.map(counted, points)) if executor is not None else \
+        [counted(p) for p in points]
     values = {k: np.array([r[0][k] for r in results]) for k in costs}
     failures = {k: {float(x): r[1][k] for x, r in zip(g, results) if k in r[1]} for k in costs}
     return ScanResult(name, g, values, failures)

@@ -379,6 +379,19 @@ def test_scan_then_refine_between_the_neighbours(experiment, oscillator):
     assert abs(res.values["c"] / TRUTH_OSC["c"] - 1) <= 1e-8
 
 
+def test_scan_reports_its_progress(experiment, oscillator, capsys):
+    from symdae.identification.gridsearch import scan
+
+    quiet = scan(oscillator, experiment.scenario, experiment.cost, "c", np.linspace(20, 60, 20))
+    assert capsys.readouterr().err == ""
+    s = scan(oscillator, experiment.scenario, experiment.cost, "c", np.linspace(20, 60, 20),
+             progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 10 and lines[0].startswith("scan of c: 2 of 20 grid points")
+    assert lines[-1].startswith("scan of c: 20 of 20 grid points")
+    np.testing.assert_array_equal(s.costs["J"], quiet.costs["J"])
+
+
 @pytest.mark.parametrize("method", ["L-BFGS-B", "least_squares"])
 def test_ctrl_c_reports_the_best_point_so_far(experiment, method):
     from symdae.errors import Interrupted
