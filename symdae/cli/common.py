@@ -20,7 +20,7 @@ OUTPUT_FILES = {
     "simulate": ("trajectory.csv", "trajectory.npz", "summary.txt", "outputs.png"),
     "identify": ("report.json", "data.csv", "convergence.png", "fit.png", "spectra.png",
                  "time.png", "contour.png", "window.png", "order.png", "orders.png", "scan.png",
-                 "ratios.png", "modes.png"),
+                 "ratios.png", "modes.png", "coefficients.png"),
     "design": ("input.csv", "report.json", "convergence.png", "inputs.png", "outputs.png",
                "end_conditions.png", "rms.png"),
 }

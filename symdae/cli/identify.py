@@ -156,15 +156,44 @@ def run(args) -> int:
         where = data.align(runs["start"].t, output)
         fits[output] = (where.t, where.values,
                         {k: where.at(tr.outputs[output]) for k, tr in runs.items()})
-    plot_fit(fits, out / "fit.png", model.units)
+    written = [out / "report.json", out / "convergence.png", out / "fit.png"]
+    if args.domain == "pod":
+        written.append(_pod_figures(system, cost, runs, fits, out, model.units))
+    else:
+        plot_fit(fits, out / "fit.png", model.units)
     print(result.summary())
     if truth is not None:
         worst = max(report["relative_error"].values())
         print(f"largest relative error against the true values: {worst:.3e}")
         print(report["verdict"])
-    print(f"wrote {out / 'report.json'}, {out / 'convergence.png'}, {out / 'fit.png'} "
+    print(f"wrote {', '.join(str(w) for w in written)} "
           f"({time.perf_counter() - t0:.2f} s for the plots)")
     return 0
+
+
+def _pod_figures(system, cost, runs, fits, out, units):
+    """--domain pod: what the cost fits, the POD coefficients a_i(t) of the data, the start
+    and the identified model (coefficients.png), and the outputs (fit.png) titled as what
+    they are: with uncertain joints the signals need not match where the modes do."""
+    from ..plots.base import fit_figure, save
+    from ..plots.pod import plot_pod_coefficients
+
+    curves = {}
+    for label, tr in runs.items():
+        cost.evaluate(system, tr)
+        rec = cost.last
+        for j, i in enumerate(rec.modes):
+            panel = curves.setdefault(f"a_{i}", {"data": rec.data_coefficients[:, j]})
+            panel[label] = rec.coefficients[:, j]
+    where, _ = cost.data_pod(next(iter(runs.values())).t)
+    # the first tenth of the run: a mode's coefficient oscillates too fast to show over all
+    plot_pod_coefficients(where.t, curves, out / "coefficients.png",
+                          t_max=where.t[0] + 0.1 * (where.t[-1] - where.t[0]))
+    fig = fit_figure(fits, units)
+    fig.suptitle(f"the outputs; the cost fits POD modes {list(cost.modes)} "
+                 "(coefficients.png), so these need not match", fontsize=9)
+    save(fig, out / "fit.png")
+    return out / "coefficients.png"
 
 
 # synthetic data: a converged fit this far from the true values is not the answer

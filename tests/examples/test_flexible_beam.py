@@ -315,7 +315,8 @@ def test_cli_identifies_ei_from_pom_4(tmp_path, capsys):
     assert report["cost"]["scan"]["grid_minimum"] == 500.0
     assert abs(report["result"]["identified"]["EI"] - 500.0) <= 0.002 * 500.0
     assert report["cost"]["ratios"][0] == pytest.approx(0.9333, abs=1e-4)
-    for name in ("ratios.png", "modes.png", "scan.png", "fit.png", "convergence.png"):
+    for name in ("ratios.png", "modes.png", "scan.png", "fit.png", "convergence.png",
+                 "coefficients.png"):
         assert (out / name).is_file(), name
 
 
