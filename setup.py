@@ -10,10 +10,10 @@ from setuptools import Extension, find_packages, setup
 CORE = "symdae/simulation/core"
 FLAGS = ["-O3", "-g0"]
 extensions = [
-    Extension("symdae.simulation.core._hht", [f"{CORE}/_hht.pyx"], include_dirs=[CORE],
+    Extension("symdae.simulation.core.hht", [f"{CORE}/hht.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
     # the reverse-over-tangent sweep of optimal input design (design.pxd)
-    Extension("symdae.simulation.core._design", [f"{CORE}/_design.pyx"], include_dirs=[CORE],
+    Extension("symdae.simulation.core.design_sweep", [f"{CORE}/design_sweep.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
 ]
 

@@ -7,7 +7,7 @@ pendulum (h = 1e-3, alpha = -0.3, 1 s) and spring_chain (h = 1e-4, alpha = -0.1,
 Per model it measures
 
 * forward: median wall time of ``system.simulate`` over several runs after a warm-up, and of
-  the bare compiled sweep ``symdae.simulation.core._hht.forward`` called with the arguments simulate
+  the bare compiled sweep ``symdae.simulation.core.hht.forward`` called with the arguments simulate
   passes (arrays allocated beforehand), so the Python setup (validation, consistent initial
   state, allocation, Trajectory) shows as the difference; us per step; Newton iterations and
   factorisations per step;
@@ -39,7 +39,7 @@ from _common import cpu_model  # benchmarks/_common.py (the script folder is on 
 
 import symdae
 from symdae.simulation.backends.base import DEFAULT_SCHEME, scheme_code
-from symdae.simulation.core import _hht
+from symdae.simulation.core import hht
 from symdae.simulation.initial import initial_state
 
 TARGETS = {"forward_s": 6e-3, "cold_s": 10.0, "warm_s": 0.3}
@@ -75,7 +75,7 @@ def timed(fn, runs: int) -> list[float]:
 
 
 def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
-    """A callable running ``_hht.forward`` exactly as the compiled backend calls it."""
+    """A callable running ``hht.forward`` exactly as the compiled backend calls it."""
     model, k = system.model, system.backend.kernels
     n, m, t0 = model.n, model.m, 0.0
     N = int(round((t_end - t0) / h))
@@ -99,9 +99,9 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
 
     def run():
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, dtype=np.intc)
-        rep = _hht.forward(k, t0, float(h), N, float(alpha), kind, p, U, Q, V, A, W, L, S,
+        rep = hht.forward(k, t0, float(h), N, float(alpha), kind, p, U, Q, V, A, W, L, S,
                            None, None, None, rtol, max_iter, 0, 0, noise, order, False)
-        if rep["status"] != _hht.STATUS["OK"]:
+        if rep["status"] != hht.STATUS["OK"]:
             raise RuntimeError(f"bare sweep failed: {rep}")
         counters.update(rep)
 
@@ -181,7 +181,7 @@ def print_reference(r):
     lines = [
         ("forward: system.simulate", spread(r["sim_s"], 1e3, "ms"),
          f"<= {TARGETS['forward_s'] * 1e3:.0f} ms", verdict(sim, TARGETS["forward_s"])),
-        ("forward: bare _hht.forward", spread(r["bare_s"], 1e3, "ms"), "", ""),
+        ("forward: bare hht.forward", spread(r["bare_s"], 1e3, "ms"), "", ""),
         ("  simulate - bare (Python setup)", f"{(sim - bare) * 1e3:.2f} ms", "", ""),
         ("  per step (simulate / bare)", f"{sim / N * 1e6:.3f} / {bare / N * 1e6:.3f} us",
          "", ""),

@@ -5,7 +5,7 @@ pivoting) and hands larger ones to LAPACK (scipy.linalg.cython_lapack dgetrf/dge
 script measures both paths so that threshold rests on figures:
 
 * A throwaway Cython extension is written and compiled into a temporary folder at run time
-  (with symdae.build.cache.compile_module, the same child-process build the generated model modules
+  (with symdae.compilation.cache.compile_module, the same child-process build the generated model modules
   use, but with the core's -O3 flags); nothing is written into the repository.
 * It cimports ``symdae.simulation.core.dense`` as shipped (the own LU for N <= SMALL_LU is timed there,
   exactly as the core compiles it) and copies of that same file, made at run time in the
@@ -165,7 +165,7 @@ def build(tmp: Path, sizes):
 
     Returns (module, shipped SMALL_LU, {path name: module alias}, build seconds).
     """
-    from symdae.build.cache import compile_module, load_module
+    from symdae.compilation.cache import compile_module, load_module
     dense = (REPO / "symdae" / "simulation" / "core" / "dense.pxd").read_text()
     shipped = int(re.search(r"\bSMALL_LU\s*=\s*(\d+)", dense).group(1))
     paths = {"copy": "copy", "bare": "bare", "lapack": "lapack", "unbounded": "unbounded",
@@ -180,7 +180,7 @@ def build(tmp: Path, sizes):
     modname = "symdae_bench_linalg"
     (tmp / f"{modname}.pyx").write_text(module_source(paths))
     t0 = time.perf_counter()
-    # Same flags as the core (setup.py): dense.pxd is inlined into symdae/simulation/core/_hht.pyx.
+    # Same flags as the core (setup.py): dense.pxd is inlined into symdae/simulation/core/hht.pyx.
     so = compile_module(tmp, modname, flags=("-O3", "-g0"))
     build_s = time.perf_counter() - t0
     mod = load_module(so, modname)

@@ -162,7 +162,7 @@ def internal_contenders(su: Setup) -> dict:
 
     system, sc, cost = su.system, su.scenario, su.cost
     backend, model = system.backend, system.model
-    hht, k = backend._hht, backend.kernels
+    hht, k = backend.hht, backend.kernels
     sz = system.sizes
     n, m, nm, N = sz.n, sz.m, sz.nm, sc.n_steps
     tr = system.simulate(sc, params=su.start)

@@ -10,7 +10,7 @@ What it does, all in a temporary folder (nothing is kept):
 1. copies the symdae package and builds its compiled core there with the core's flags plus
    ``-g`` (debug information does not change the generated code), so that callgrind can put
    the instructions of the inlined helpers (lu_factor, lu_solve, residual_noise, ...) on their
-   lines in _hht.pyx / dense.pxd (through the line comments Cython writes into the C file);
+   lines in hht.pyx / dense.pxd (through the line comments Cython writes into the C file);
 2. runs, under ``valgrind --tool=callgrind``, the bare forward sweep (with and without stored
    factorisations) and the adjoint sweep of the engine-mount reference scenario at the paper's
    start values, collecting only inside that sweep (--toggle-collect), and the C reference
@@ -42,7 +42,7 @@ CHILD = textwrap.dedent('''
 
     import numpy as np
     import symdae
-    from symdae.simulation.core import _hht
+    from symdae.simulation.core import hht
     from symdae.costs import LeastSquares
 
     model, ns = symdae.load_model("engine_mount")
@@ -73,13 +73,13 @@ CHILD = textwrap.dedent('''
         time.sleep(0.05)
     for _ in range(reps):
         if mode == "forward":
-            _hht.forward(k, 0.0, sc.h, N, sc.alpha, sw.p, sw.U, Q, V, A, L, S, None, None,
+            hht.forward(k, 0.0, sc.h, N, sc.alpha, sw.p, sw.U, Q, V, A, L, S, None, None,
                          None, sc.rtol, sc.max_iter, c, info)
         elif mode == "forward_store":
-            _hht.forward(k, 0.0, sc.h, N, sc.alpha, sw.p, sw.U, Q, V, A, L, S, LU, PIV, TAU,
+            hht.forward(k, 0.0, sc.h, N, sc.alpha, sw.p, sw.U, Q, V, A, L, S, LU, PIV, TAU,
                          sc.rtol, sc.max_iter, c, info)
         elif mode == "adjoint":
-            _hht.adjoint(k, sw.t0, sw.h, N, sw.alpha, sw.p, sw.U, tr.q, tr.v, tr.a, tr.lam,
+            hht.adjoint(k, sw.t0, sw.h, N, sw.alpha, sw.p, sw.U, tr.q, tr.v, tr.a, tr.lam,
                          sw.LU, sw.PIV, sw.TAU, dS, grad, xb)
         elif mode == "ref_J":
             ref.cost(p)
@@ -104,7 +104,7 @@ def build_core(tmp: Path) -> Path:
     setup = textwrap.dedent('''
         from Cython.Build import cythonize
         from setuptools import Extension, setup
-        core = Extension("symdae.simulation.core._hht", ["symdae/simulation/core/_hht.pyx"],
+        core = Extension("symdae.simulation.core.hht", ["symdae/simulation/core/hht.pyx"],
                          include_dirs=["symdae/simulation/core"], extra_compile_args=["-O3", "-g"])
         setup(script_args=["build_ext", "--inplace", "-q"], packages=["symdae", "symdae.simulation.core"],
               ext_modules=cythonize([core], compiler_directives={"language_level": 3},
@@ -171,13 +171,13 @@ def parse(annotated: str, cmap: dict, owner: dict):
     for line in annotated.splitlines():
         if in_summary:
             m = re.match(r"\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S+?):(\S+)", line)
-            if m and "PROGRAM TOTALS" not in line and "_hht.c" not in m.group(2):
+            if m and "PROGRAM TOTALS" not in line and "hht.c" not in m.group(2):
                 fn = m.group(3)
                 fn = "kernel " + fn.split("__k_")[-1] if "__k_" in fn else fn
                 other[fn] += int(m.group(1).replace(",", ""))
         if line.startswith("-- Auto-annotated source:"):
             in_summary = False
-            inside, ln = line.strip().endswith("_hht.c"), None
+            inside, ln = line.strip().endswith("hht.c"), None
             continue
         if not inside:
             continue
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="symdae-profile-") as folder:
         tmp = Path(folder)
         pkg = build_core(tmp)
-        c_file = pkg / "symdae" / "simulation" / "core" / "_hht.c"
+        c_file = pkg / "symdae" / "simulation" / "core" / "hht.c"
         cmap, owner = source_map(c_file)
         steps = 10_000 * args.reps
         results = {}

@@ -32,7 +32,7 @@ _export("symdae.model.emit", "emit_cython")
 _export("symdae.model.files", "load_model", "bundled_models")
 _export("symdae.model.mechanics", "from_mechanics")
 # build: the content-hashed compile cache
-_export("symdae.build.cache", "default_cache_dir")
+_export("symdae.compilation.cache", "default_cache_dir")
 # simulation: compile, run, differentiate
 _export("symdae.simulation.compile", "compile_model")
 _export("symdae.simulation.system", "System")

@@ -12,7 +12,7 @@ PKG = Path(symdae.__file__).resolve().parent
 
 # lowest first; a module may import from its own layer and the layers before it. The bundled
 # models (symdae/models/ once installed) are user files on top of the public API.
-LAYERS = ["foundation", "model", "build", "data", "simulation", "analysis", "costs",
+LAYERS = ["foundation", "model", "compilation", "data", "simulation", "analysis", "costs",
           "identification", "design", "plots", "cli", "api", "models"]
 FOUNDATION = {"symdae.errors", "symdae._version", "symdae.threads", "symdae.progress",
               "symdae.atomic"}
@@ -129,14 +129,14 @@ def test_no_private_name_is_imported_across_modules():
 
 def test_the_walk_sees_imports_inside_functions_and_relative_levels(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from ..costs.base import Cost\n    from . import _hht\n")
+    probe.write_text("def f():\n    from ..costs.base import Cost\n    from . import hht\n")
     found = set()
     for node in ast.walk(ast.parse(probe.read_text())):
         if isinstance(node, ast.ImportFrom):
             found.add((node.level, node.module))
     assert found == {(2, "costs.base"), (1, None)}
     edges = {(t, n) for _, t, n in imports(PKG / "simulation" / "backends" / "compiled.py")}
-    assert ("symdae.simulation.core._hht", None) in edges       # a module, resolved two up
+    assert ("symdae.simulation.core.hht", None) in edges       # a module, resolved two up
     assert layer("symdae.cli.main") == "cli" and layer("symdae.errors") == "foundation"
 
 

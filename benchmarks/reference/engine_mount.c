@@ -3,7 +3,7 @@
  *
  * Nothing here is generic: 4 coordinates (x1 engine, x2 massless node, x3 membrane, x4 fluid),
  * 1 linear constraint C = (a + b) x2 - b x3 - a x4, SI units, parameters in the model file's
- * order (P_* below). The discrete scheme is the one of symdae/simulation/core/_hht.pyx and of the
+ * order (P_* below). The discrete scheme is the one of symdae/simulation/core/hht.pyx and of the
  * discrete-adjoint paper, eq. (15), with s = beta h^2:
  *
  *   q_{i+1} = qhat + s a_{i+1},      qhat = q_i + h v_i + h^2 (1/2 - beta) a_i

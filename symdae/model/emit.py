@@ -1,6 +1,6 @@
 """Emit the Cython source of a model's kernel module from a :class:`DerivedSystem`.
 
-Only makes a string: writing and compiling are in :mod:`symdae.build`. The kernels, their
+Only makes a string: writing and compiling are in :mod:`symdae.compilation`. The kernels, their
 weights and output blocks come from the kernel spec (:mod:`symdae.model.kernels`); every kernel has
 the signature of ``symdae_kernel`` in ``symdae/simulation/core/symdae_kernels.h``. Structural zeros are never
 written (the core zeroes each output buffer once), common subexpressions are shared within a

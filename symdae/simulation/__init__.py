@@ -4,6 +4,6 @@
 sweeps), ``checkpoint`` (memory-bounded gradients), ``backends/`` (the written sweep contract
 and its compiled and NumPy implementations) and ``core/`` (the model-agnostic Cython core).
 
-May import: ``symdae.model``, ``symdae.build``, the foundation modules (``errors``,
+May import: ``symdae.model``, ``symdae.compilation``, the foundation modules (``errors``,
 ``threads``, ``progress``, ``_version``) and this package.
 """

@@ -15,7 +15,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..build.cache import build_cached, cache_key, compiler_available, compiler_command
+from ..compilation.cache import build_cached, cache_key, compiler_available, compiler_command
 from ..errors import BuildError, InputError
 from ..model.derivation import derive
 from ..model.emit import emit_cython
@@ -91,7 +91,7 @@ def compile_model(model, cache_dir=None, *, backend: str = "auto", verbose: bool
         impl, info = _numpy(model)
     elif backend == "compiled":
         if not core_available():
-            raise BuildError("the compiled core symdae.simulation.core._hht is not built: reinstall "
+            raise BuildError("the compiled core symdae.simulation.core.hht is not built: reinstall "
                              "symdae with a C compiler present, or use backend='numpy'")
         impl, info = _load_compiled(model, cache_dir, verbose)
     else:
@@ -114,7 +114,7 @@ def _auto(model, cache_dir, verbose: bool):
 
     why = None
     if not core_available():
-        why = "the compiled core symdae.simulation.core._hht is not built"
+        why = "the compiled core symdae.simulation.core.hht is not built"
         how = "reinstall symdae with a C compiler present (pip install symdae)"
     else:
         can_build = compiler_available()

@@ -173,7 +173,7 @@ def test_import_and_simulate_without_the_compiled_core(tmp_path):
     shutil.copytree(ROOT / "models", tmp_path / "models",
                     ignore=shutil.ignore_patterns("__pycache__"))
     backend, warning, *_ = run(CHECK, str(tmp_path / "cache"), cwd=tmp_path)
-    assert backend == "numpy" and "compiled core symdae.simulation.core._hht is not built" in warning
+    assert backend == "numpy" and "compiled core symdae.simulation.core.hht is not built" in warning
 
 
 def test_unknown_backend_is_named():

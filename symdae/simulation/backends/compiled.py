@@ -1,4 +1,4 @@
-"""The compiled backend: the Cython core (``symdae/simulation/core/_hht.pyx``) over a generated kernel module.
+"""The compiled backend: the Cython core (``symdae/simulation/core/hht.pyx``) over a generated kernel module.
 
 Validates every shape and type here, at the Python boundary, so the nogil sweeps can trust
 their inputs. Imported only when a compiled model is loaded, so ``import symdae`` works where
@@ -32,7 +32,7 @@ __all__ = ["CompiledBackend", "core_available"]
 def core_available() -> bool:
     """Is the compiled core importable (was the package built)?"""
     try:
-        from ..core import _hht  # noqa: F401
+        from ..core import hht  # noqa: F401
     except ImportError:
         return False
     return True
@@ -80,14 +80,14 @@ class CompiledBackend:
     name = "compiled"
 
     def __init__(self, module):
-        from ..core import _hht
-        self._hht = _hht
+        from ..core import hht
+        self.hht = hht
         self.module = module
-        self.kernels = _hht.Kernels(module)
+        self.kernels = hht.Kernels(module)
         k = self.kernels
         self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau)
-        if _hht.N_KERNELS != len(KERNEL_NAMES):
-            raise ImportError(f"the compiled core knows {_hht.N_KERNELS} kernels, the kernel "
+        if hht.N_KERNELS != len(KERNEL_NAMES):
+            raise ImportError(f"the compiled core knows {hht.N_KERNELS} kernels, the kernel "
                               f"spec {len(KERNEL_NAMES)}: rebuild the package")
         for idx, name in enumerate(KERNEL_NAMES):
             want = (size(name, self.sizes), weight_size(name, self.sizes),
@@ -137,7 +137,7 @@ class CompiledBackend:
         Ufull = np.empty((rows, sz.n_u))
         Ufull[first:] = U
         with self._lapack():
-            rep = self._hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
+            rep = self.hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
                                     scheme_code(grid.scheme), p_arg, Ufull,
                                     Q, V, A, W, L, S, *saved, float(rtol), int(max_iter), first,
                                     grid.i0, noise, order, restart is not None)
@@ -164,7 +164,7 @@ class CompiledBackend:
             X[0, :, :x0.shape[1]] = x0
         dW = _algorithmic(dA, g, 0, dx0)
         with self._lapack():
-            rep = self._hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha,
+            rep = self.hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dW,
                                     dL, dS, g.i0, fwd.order)
@@ -184,7 +184,7 @@ class CompiledBackend:
         if dPhi.shape != (g.N + 1, sz.n_s):       # the nogil sweep reads it unchecked
             raise InputError(f"dPhi has shape {dPhi.shape}, expected {(g.N + 1, sz.n_s)}")
         with self._lapack():
-            rep = self._hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha,
+            rep = self.hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
                                     last, first, fwd.order)
@@ -196,7 +196,7 @@ class CompiledBackend:
     def _lapack(self):
         """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
         dense LU, symdae/simulation/core/dense.pxd); nothing to do for smaller ones."""
-        return (one_blas_thread() if self.sizes.nm > self._hht.DENSE_LU_MAX
+        return (one_blas_thread() if self.sizes.nm > self.hht.DENSE_LU_MAX
                 else contextlib.nullcontext())
 
     @staticmethod

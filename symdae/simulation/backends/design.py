@@ -14,7 +14,7 @@ i = 1..N, exact for the discrete scheme; ubar[0] = 0 because U_0 is held fixed (
 consistent initial state, whose second derivatives are not generated). With nd = 0 it is the
 first-order input gradient of any output cost.
 
-Two implementations: the compiled sweep ``symdae/simulation/core/_design.pyx`` (step functions in
+Two implementations: the compiled sweep ``symdae/simulation/core/design_sweep.pyx`` (step functions in
 ``design.pxd``) and a NumPy one (:mod:`symdae.simulation.backends.numpy_design`) with dense Jacobian
 blocks, the test oracle. Neither raises on a singular Newton matrix: the report says so.
 """
@@ -81,7 +81,7 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
         from .numpy_design import design_adjoint_numpy
         ubar = design_adjoint_numpy(backend, fwd, D, tangents, dS, ds, dx)
         return DesignSweepResult(ubar, SweepReport("ok"))
-    from ..core import _design
+    from ..core import design_sweep
 
     g = fwd.grid
     ubar = np.zeros((N + 1, max(sz.n_u, 1)))
@@ -90,7 +90,7 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
     DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
     lapack = getattr(backend, "_lapack", contextlib.nullcontext)   # one BLAS thread if LAPACK
     with lapack():
-        rep = _design.design_adjoint(
+        rep = design_sweep.design_adjoint(
             backend.module, g.t0, g.h, N, g.alpha, scheme_code(g.scheme), p, _padded(fwd.U), _padded(fwd.q),
             _padded(fwd.v), _padded(fwd.a), _padded(fwd.lam), *saved, DT,
             *(_padded(np.asarray(x, dtype=float)) for x in

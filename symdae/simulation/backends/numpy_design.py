@@ -1,6 +1,6 @@
 """The reverse-over-tangent sweep in NumPy: the test oracle of the compiled design sweep.
 
-Written independently of ``symdae/simulation/core/_design.pyx``: dense Jacobian blocks (the ``jacobians``
+Written independently of ``symdae/simulation/core/design_sweep.pyx``: dense Jacobian blocks (the ``jacobians``
 kernel, the Newton matrices, the output and input Jacobians of the DerivedSystem), all
 directions at once, ``numpy.linalg.solve`` with K^T. Only the second-order term comes from the
 generated ``state_hvp`` kernel (lambdified); the complex-step tests check that kernel against

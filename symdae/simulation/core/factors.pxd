@@ -1,5 +1,5 @@
 # Factorising the Newton matrix in a sweep: the sparse LU's preparation from the model's
-# kernels (shared by the sweeps of _hht.pyx and _design.pyx).
+# kernels (shared by the sweeps of hht.pyx and design_sweep.pyx).
 from libc.string cimport memcpy
 
 from symdae.simulation.core.kernel_api cimport symdae_args, symdae_model, SYMDAE_NEWTON

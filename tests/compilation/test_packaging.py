@@ -20,7 +20,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.build import cache as build_stage
+from symdae.compilation import cache as build_stage
 from symdae.errors import BuildError, ModelError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_wheel_holds_every_module_header_model_and_extension(wheel):
     assert len(want) > 60
     missing = sorted(want - names)
     assert not missing, f"missing from {wheel.name}: {missing}"
-    for ext in ("symdae/simulation/core/_hht", "symdae/simulation/core/_design"):
+    for ext in ("symdae/simulation/core/hht", "symdae/simulation/core/design_sweep"):
         assert any(n.startswith(ext + ".") and n.endswith((".so", ".pyd")) for n in names), ext
     # nothing of the checkout's caches or build folders
     assert not [n for n in names if n.startswith(("generated/", "build/", "tests/"))]

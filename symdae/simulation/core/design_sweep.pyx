@@ -4,9 +4,9 @@
 output sensitivities with respect to every input sample (optimal input design).
 
 The mathematics is in the comment below; the scheme in scheme.pxd; each backward step is
-adjoint.pxd's state_step. Like _hht.pyx this module knows no model: it reaches one through the
+adjoint.pxd's state_step. Like hht.pyx this module knows no model: it reaches one through the
 kernel capsule of its generated module (symdae_kernels.h). It shares the workspace
-(scheme.pxd), the sparse LU (sparse.pxd) and its preparation (factors.pxd) with _hht.pyx. The
+(scheme.pxd), the sparse LU (sparse.pxd) and its preparation (factors.pxd) with hht.pyx. The
 Python layer (symdae/backends/design.py) validates every shape before calling in, so the
 nogil loop trusts its inputs.
 """

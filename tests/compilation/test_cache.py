@@ -21,7 +21,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.build import cache as build
+from symdae.compilation import cache as build
 from symdae.errors import BuildError
 
 pipeline = importlib.import_module("symdae.simulation.compile")

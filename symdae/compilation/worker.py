@@ -1,4 +1,4 @@
-"""Compile one generated kernel module; run as a script in a child process by symdae.build.
+"""Compile one generated kernel module; run as a script in a child process by symdae.compilation.
 
     python _build_worker.py <folder> <module name> <json: include_path, include_dirs, flags>
 
