@@ -1,4 +1,7 @@
-"""The POD-cost study on the flexible beam (issue 11, spec pod.md section 5): which proper
+"""Which POD modes identify a flexible beam's stiffness
+====================================================
+
+The POD-cost study on the flexible beam (spec pod.md section 5): which proper
 orthogonal modes identify the flexural rigidity EI when the supports are uncertain, and why.
 
     python examples/pod_flexible_beam.py [--out results/pod-beam] [--step 2.5] [--workers 2]

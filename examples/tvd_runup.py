@@ -1,4 +1,7 @@
-"""The frequency-domain paper's second example as a twin experiment: identify the torsional
+"""Identifying a torsional vibration damper from an engine run-up
+==============================================================
+
+The frequency-domain paper's second example as a twin experiment: identify the torsional
 vibration damper of the four-cylinder engine from the 6th engine order of the crankshaft twist
 in a run-up (spec shared/specs/frequency-domain.md, sections 2 and 4, checks 11-14).
 

@@ -324,7 +324,7 @@ def check_modes(result: PODResult, modes: Sequence[int], what: str = "the data")
 
 
 def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Modal assurance criterion |a_i^T b_j|^2 / (|a_i|^2 |b_j|^2) of the columns of a and b."""
+    """Modal assurance criterion ``|a_i^T b_j|^2 / (|a_i|^2 |b_j|^2)`` of the columns of a and b."""
     a = np.atleast_2d(np.asarray(a, dtype=float).T).T
     b = np.atleast_2d(np.asarray(b, dtype=float).T).T
     num = (a.T @ b) ** 2

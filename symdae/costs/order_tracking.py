@@ -232,6 +232,7 @@ class AngleWindow(Window):
     theta_span: float = 1.0
 
     def eta(self, t: np.ndarray) -> np.ndarray:
+        """The weight of the Fourier map at the times ``t`` (see the class)."""
         t = np.asarray(t, dtype=float)
         u = np.clip((self.tracker.angle(t) - self.theta_start) / self.theta_span, 0.0, 1.0)
         w = self._shape.values(u, f"window {self.label}")

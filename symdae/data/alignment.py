@@ -218,7 +218,7 @@ def estimate_offset(channel: Channel, t_ref, y_ref, *, max_shift: float | None =
     reference signal ``y_ref`` at the uniform times ``t_ref`` (e.g. a first simulation of the
     same output): the peak of their cross-correlation (means removed), refined to the maximum
     of the normalised correlation with the reference's cubic spline shifted continuously.
-    ``max_shift`` (s) restricts the search to |d| <= max_shift."""
+    ``max_shift`` (s) restricts the search to ``|d| <= max_shift``."""
     from scipy.signal import correlate, correlation_lags
 
     t, h = _grid(t_ref)

@@ -109,15 +109,15 @@ class DesignProblem:
         ``{input: array | callable | constant}`` overriding the scenario's values.
     criterion, noise, quadrature, scaling:
         Phi (symdae.design.criteria), R per sample (symdae.identification.fisher.noise_covariance; default
-        I), eta (default "sum", eq. 6), W (default "relative": |b|).
+        I), eta (default "sum", eq. 6), W (default "relative": ``|b|``).
     end, end_scale, end_weight:
         ``{output or state: target}``; a state is ``"q:NAME"``, ``"v:NAME"``, ``"a:NAME"`` or
         a bare coordinate name (its position) where no output has that name. Scales default to
-        max |y| on the start input; gamma_end default 1e3.
+        ``max |y|`` on the start input; gamma_end default 1e3.
     path, path_weight:
         ``{output: s_max}`` bounds along the path, and gamma_path (default 1e3).
     normalise:
-        kappa = 1/|Phi(start)| for trace, A, E (default True); else kappa = 1.
+        ``kappa = 1/|Phi(start)|`` for trace, A, E (default True); else kappa = 1.
     """
 
     def __init__(self, system, scenario: Scenario, free: Sequence[str] | str,

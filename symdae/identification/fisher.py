@@ -265,7 +265,7 @@ def fisher_information(sensitivities: OutputSensitivities, noise=None, *, quadra
 
     ``quadrature``: eta_i, ``"sum"`` (default, per-sample noise), ``"left"``, ``"trapezoid"``
     or an array over the grid (zeros leave samples out). ``scaling``: the scales of the
-    scaled matrix (see :func:`parameter_scales`; default |b|).
+    scaled matrix (see :func:`parameter_scales`; default ``|b|``).
     """
     sens = sensitivities
     R = noise_covariance(sens.outputs, noise)
@@ -285,7 +285,7 @@ class ParameterStatistics:
     """What the Fisher information says about the parameters.
 
     ``covariance`` = F^-1 (physical units), ``standard_errors`` = sqrt(diag), relative ones
-    divided by |b| (NaN where b = 0), ``correlation`` = C_jk / sqrt(C_jj C_kk). Eigenvalues
+    divided by ``|b|`` (NaN where b = 0), ``correlation`` = C_jk / sqrt(C_jj C_kk). Eigenvalues
     (ascending) and eigenvectors (columns) are those of the scaled F; ``condition`` =
     lambda_max / lambda_min. When F is singular (lambda_min <= RCOND lambda_max),
     ``identifiable`` is False, the covariance-derived fields are None and ``unidentifiable``

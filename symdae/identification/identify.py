@@ -78,7 +78,7 @@ class IdentificationResult:
     statistics_note: str | None = None
 
     def relative_error(self, truth: Mapping) -> dict:
-        """|identified - truth| / |truth| per free parameter (absolute error where truth = 0)."""
+        """``|identified - truth| / |truth|`` per free parameter (absolute error where truth = 0)."""
         return {k: abs(self.values[k] - truth[k]) / (abs(truth[k]) or 1.0) for k in self.free}
 
     def settled_at(self, rel: float = 1e-6) -> int:

@@ -95,7 +95,7 @@ def identification_statistics(experiments, free: Sequence[str], values: Mapping,
 
     ``noise``: one standard deviation for all fitted outputs, {output: standard deviation},
     or None to estimate them from the residual. ``scaling``: scales of the scaled Fisher
-    matrix (see :func:`symdae.identification.fisher.parameter_scales`; default |value|).
+    matrix (see :func:`symdae.identification.fisher.parameter_scales`; default ``|value|``).
     """
     exps = [experiments] if not isinstance(experiments, (list, tuple)) else list(experiments)
     free = list(free)

@@ -26,6 +26,7 @@ def bundled_models() -> list[str]:
 
 
 def bundled_model_path(name: str) -> Path:
+    """The file of the bundled model ``name`` (a ``ModelError`` lists the bundled ones)."""
     path = _bundled_dir() / f"{name}.py"
     if not path.is_file():
         raise ModelError(f"no bundled model {name!r}; bundled models: {bundled_models()}")

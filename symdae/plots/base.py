@@ -95,7 +95,7 @@ def plot_convergence(result, path, reference: Mapping | None = None) -> Path:
 
 def plot_fit(fits: Mapping, path, units: Mapping | None = None) -> Path:
     """Measured against simulated signals, one row per fitted output: the signals (left) and
-    |simulated - measured| (right). ``fits``: {output: (t, measured, {label: simulated})}, the
+    ``|simulated - measured|`` (right). ``fits``: {output: (t, measured, {label: simulated})}, the
     simulated values at the measured samples (e.g. {'start': s0, 'identified': s1});
     ``units``: {output: unit}. Long records are drawn as their min/max envelopes."""
     return save(fit_figure(fits, units), path)
