@@ -40,7 +40,7 @@ html_static_path: list[str] = []
 
 # API reference: autodoc reads the docstrings, numpydoc parses their sections
 autodoc_member_order = "bysource"
-autodoc_default_options = {"show-inheritance": True}
+autodoc_default_options = {"show-inheritance": True, "undoc-members": True}
 autosummary_generate = False
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False

@@ -94,6 +94,7 @@ class PODResult:
 
     @property
     def n_modes(self) -> int:
+        """The number of modes (eigenvalues) of the decomposition."""
         return len(self.eigenvalues)
 
     def mode(self, i: int) -> np.ndarray:

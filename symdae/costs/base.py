@@ -16,6 +16,8 @@ class Cost:
     """Base class: ``evaluate(system, traj) -> (J, dJ/dS)`` with dJ/dS of shape (N+1, n_s)."""
 
     def evaluate(self, system, traj):  # pragma: no cover - interface
+        """The cost J of a trajectory and dJ/dS, its derivative with respect to every output
+        sample ``(N+1, n_s)``: the adjoint sweep's source term."""
         raise NotImplementedError
 
     def __add__(self, other: "Cost") -> "CostSum":
@@ -44,6 +46,7 @@ class CostSum(Cost):
             self.costs.extend(c.costs if isinstance(c, CostSum) else [c])
 
     def evaluate(self, system, traj):
+        """The sum of the terms' costs and of their derivatives dJ/dS."""
         J, dS = 0.0, np.zeros((len(traj.t), system.sizes.n_s))
         for c in self.costs:
             j, d = c.evaluate(system, traj)

@@ -153,14 +153,17 @@ class Window:
 
     @property
     def length(self) -> float:
+        """The window's length ``end - start`` [s]."""
         return self.end - self.start
 
     @property
     def shape_name(self) -> str:
+        """The name of the window's shape (``rectangular``, ``hann``, a scipy window)."""
         return self._shape.name
 
     @property
     def frequencies(self) -> np.ndarray:
+        """The frequencies of the window's lines [Hz]."""
         return np.array([x.frequency for x in self.lines])
 
     def eta(self, t: np.ndarray) -> np.ndarray:
@@ -215,9 +218,11 @@ class Spectrum:
 
     @property
     def has_phase(self) -> bool:
+        """Whether A and B are known (finite), not only the amplitudes."""
         return bool(np.all(np.isfinite(self.A)) and np.all(np.isfinite(self.B)))
 
     def to_dict(self) -> dict:
+        """The spectrum as plain lists (for JSON reports)."""
         return {"frequency_hz": self.frequency.tolist(), "A": self.A.tolist(),
                 "B": self.B.tolist(), "amplitude": self.amplitude.tolist(),
                 "window": self.window.tolist(), "weight": self.weight.tolist(),
@@ -252,6 +257,7 @@ class FourierMap:
 
     @property
     def n_lines(self) -> int:
+        """The number of lines over all windows."""
         return len(self.frequency)
 
     def coefficients(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,6 +277,7 @@ class FourierMap:
         return out
 
     def spectrum(self, y: np.ndarray) -> Spectrum:
+        """The :class:`Spectrum` of the samples ``y`` (on the map's time grid)."""
         A, B = self.coefficients(y)
         return Spectrum(self.frequency, A, B, np.hypot(A, B), self.window, self.weight,
                         self.labels)

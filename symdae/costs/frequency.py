@@ -204,6 +204,7 @@ class FourierCost(Cost):
         return FourierEvaluation(J, dS, sim, self.measured, self.kind, s)
 
     def evaluate(self, system, traj):
+        """J over the windows' lines and dJ/dS, from :meth:`details`."""
         d = self.details(system, traj)
         return d.cost, d.dS
 

@@ -130,18 +130,22 @@ class SpeedTrace:
     # ---------------------------------------------------------------- RunUp interface
     @property
     def t0(self) -> float:
+        """The trace's first time [s] (model time)."""
         return float(self.theta.x[0])
 
     @property
     def t1(self) -> float:
+        """The trace's last time [s] (model time)."""
         return float(self.theta.x[-1])
 
     @property
     def n0(self) -> float:
+        """The speed at the trace's first time [rpm]."""
         return float(self.speed(self.t0))
 
     @property
     def n1(self) -> float:
+        """The speed at the trace's last time [rpm]."""
         return float(self.speed(self.t1))
 
     def _inside(self, t) -> np.ndarray:
@@ -191,6 +195,8 @@ class SpeedTrace:
         return tk - half, tk + half
 
     def fits(self, n_rpm: float, cycles: int = 2) -> bool:
+        """Whether the window of ``cycles`` four-stroke cycles centred at ``n_rpm`` lies
+        inside the trace."""
         t_l, t_u = self.window(n_rpm, cycles)
         return t_l >= self.t0 - _TOL * self.t1 and t_u <= self.t1 + _TOL * self.t1
 

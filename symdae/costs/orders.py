@@ -145,6 +145,7 @@ class OrderCurves:
                         self.amplitude.T.ravel(), ref.window, ref.weight, ref.labels)
 
     def to_dict(self) -> dict:
+        """Speeds, orders and amplitudes as plain lists (for JSON reports)."""
         return {"speeds_rpm": self.speeds.tolist(), "orders": list(self.orders),
                 "amplitude": self.amplitude.tolist()}
 
@@ -225,6 +226,7 @@ class OrderAnalysis:
 
     @property
     def n_speeds(self) -> int:
+        """The number of speed points (one window each)."""
         return len(self.speeds)
 
     def windows(self) -> list:
@@ -258,6 +260,7 @@ class OrderAnalysis:
                            spec.B.reshape(shape).T.copy())
 
     def to_dict(self) -> dict:
+        """The analysis' settings and windows as plain values (for JSON reports)."""
         r = self.runup
         return {"runup": {"n0_rpm": r.n0, "n1_rpm": r.n1, "t0": r.t0, "t1": r.t1},
                 "speeds_rpm": list(self.speeds), "orders": list(self.orders),
@@ -307,5 +310,6 @@ class OrderCost(FourierCost):
 
     @property
     def measured_curves(self) -> OrderCurves:
+        """The data's order amplitudes as :class:`OrderCurves` (orders x speeds)."""
         return self.analysis._reshape(self.measured)
 

@@ -217,6 +217,8 @@ class PODCost(Cost):
 
     # ------------------------------------------------------------------ cost
     def evaluate(self, system, traj):
+        """J of the chosen modes' coefficients and dJ/dS (through the eigenproblem with the
+        simulated basis)."""
         cols = [self._column(system, o) for o in self.outputs]
         where, ref = self.data_pod(traj.t)
         Y = np.column_stack([where.at(traj.outputs[o]) for o in self.outputs])

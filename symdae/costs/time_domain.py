@@ -94,6 +94,7 @@ class LeastSquares(Cost):
             quadrature_weights(samples.t, self.quadrature)
 
     def evaluate(self, system, traj):
+        """J of eq. (4) over the data's samples and its derivative dJ/dS ``(N+1, n_s)``."""
         dS = np.zeros((len(traj.t), system.sizes.n_s))
         J = 0.0
         for output in self.outputs:
@@ -115,6 +116,7 @@ class OutputIntegral(Cost):
         self.output, self.weight, self.quadrature = output, float(weight), quadrature
 
     def evaluate(self, system, traj):
+        """J, the weighted quadrature of the output, and dJ/dS (the quadrature weights)."""
         col = self._column(system, self.output)
         eta = self.weight * quadrature_weights(traj.t, self.quadrature)
         dS = np.zeros((len(traj.t), system.sizes.n_s))

@@ -88,6 +88,7 @@ class OffsetEstimate:
     channel: str
 
     def to_dict(self) -> dict:
+        """The estimate as plain values (for JSON reports)."""
         return {"offset_s": self.offset, "correlation": self.correlation, "lag_steps": self.lag,
                 "channel": self.channel}
 
@@ -118,6 +119,8 @@ class Alignment:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The offset, its estimate and each channel's method as plain values (for JSON
+        reports)."""
         return {"offset_s": self.offset,
                 "estimate": self.estimate.to_dict() if self.estimate else None,
                 "channels": {n: c.to_dict() for n, c in self.channels.items()}}

@@ -108,6 +108,7 @@ class Measurement:
 
     @classmethod
     def from_arrays(cls, t, **values) -> "Measurement":
+        """A measurement from the sample times ``t`` and one array per signal (``name=values``)."""
         return cls(t, values)
 
     @classmethod
@@ -158,6 +159,8 @@ class Measurement:
         return cls(t, data, source=str(path))
 
     def to_csv(self, path, time_column: str = "t") -> Path:
+        """Write the samples as CSV, one column per signal after the time column; returns the
+        path."""
         path = Path(path)
         return write_columns(path, [time_column] + list(self.values),
                              [self.t] + list(self.values.values()))

@@ -87,6 +87,7 @@ class Channel:
 
     @property
     def span(self) -> tuple[float, float]:
+        """The first and last sample times [s]."""
         return float(self.t[0]), float(self.t[-1])
 
     def converted(self, name: str, factor: float, unit: str) -> "Channel":
@@ -114,6 +115,7 @@ class Recording:
 
     @property
     def names(self) -> list:
+        """The channels' names, in file order."""
         return list(self.channels)
 
     def channel(self, name: str) -> Channel:

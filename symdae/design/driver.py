@@ -196,6 +196,7 @@ class InputDesign:
     problem: DesignProblem | None = field(default=None, repr=False)
 
     def input(self, name: str) -> np.ndarray:
+        """The designed samples of input ``name`` on the time grid."""
         names = self.problem.system.model.input_names if self.problem else self.inputs
         if name not in names:
             raise UnknownNameError(f"no input {name!r}; inputs are {names}")
@@ -211,6 +212,8 @@ class InputDesign:
         return float(np.trace(self.optimal.fisher.scaled) / np.trace(ref.fisher.scaled))
 
     def to_csv(self, path) -> Path:
+        """Write the optimal input on the grid (``t`` and one column per input); returns the
+        path."""
         path = Path(path)
         names = self.problem.system.model.input_names if self.problem else self.inputs
         with atomic_open(path, "w", newline="") as fh:
@@ -221,6 +224,7 @@ class InputDesign:
         return path
 
     def to_dict(self) -> dict:
+        """The design, its settings and its evaluations as plain values (for JSON reports)."""
         return {"model": self.model, "designed_inputs": self.inputs,
                 "criterion": self.criterion, "bound_map": self.bound_map,
                 "parameterisation": self.parameterisation, "optimizer": self.optimizer,
@@ -234,6 +238,8 @@ class InputDesign:
                 "history": self.history, "variables": self.variables.tolist()}
 
     def summary(self) -> str:
+        """A readable report: criterion, gains over the start and comparison inputs, end
+        conditions."""
         s, o = self.start, self.optimal
         crit = {"trace": "trace criterion (the paper's 'A-optimality': maximise tr F~)",
                 "A": "classical A criterion (minimise tr F~^-1)", "D": "D criterion "

@@ -43,6 +43,7 @@ class BoundMap:
         return width / math.pi if self.kind == "arctan" else 4.0 / width
 
     def value(self, z: np.ndarray) -> np.ndarray:
+        """The bounded input value of the unbounded variable ``z``."""
         z = np.asarray(z, dtype=float)
         if self.kind == "arctan":
             return self._mid + self._s * np.arctan(z / self._s)
@@ -52,6 +53,7 @@ class BoundMap:
         return z.copy()
 
     def derivative(self, z: np.ndarray) -> np.ndarray:
+        """The map's derivative at ``z``."""
         z = np.asarray(z, dtype=float)
         if self.kind == "arctan":
             return 1.0 / (1.0 + (z / self._s) ** 2)
@@ -131,12 +133,15 @@ class InputBasis:
 
     @property
     def partition_of_unity(self) -> bool:
+        """Whether the basis functions sum to one (the grid, knots), so bounds on c bound U."""
         return self.B is None or self.kind == "knots"
 
     def size(self, N: int) -> int:
+        """The number of coefficients on a grid of ``N`` steps."""
         return N if self.B is None else self.B.shape[1]
 
     def expand(self, c: np.ndarray) -> np.ndarray:
+        """The input samples of the coefficients ``c`` (``B c``, or ``c`` on the grid)."""
         return c.copy() if self.B is None else self.B @ c
 
     def pullback(self, g: np.ndarray) -> np.ndarray:

@@ -240,9 +240,11 @@ class DesignProblem:
     # ------------------------------------------------------------------ evaluation
     @property
     def N(self) -> int:
+        """The number of time steps of the scenario's grid."""
         return self.t.size - 1
 
     def inputs_of(self, U: np.ndarray) -> dict:
+        """``{input: samples}`` of the input samples ``U`` (one column per model input)."""
         return {name: U[:, k] for k, name in enumerate(self.system.model.input_names)}
 
     def simulate(self, U: np.ndarray, params: Mapping | None = None,
@@ -253,6 +255,7 @@ class DesignProblem:
                                     store_factorizations=store_factorizations)
 
     def fisher(self, traj, S: np.ndarray) -> FisherInformation:
+        """The Fisher information of the sensitivities ``S`` of the trajectory ``traj``."""
         F = fisher_matrix(S, self.R, self.eta)
         return FisherInformation(F, tuple(self.free), self.values.copy(), self.scales,
                                  tuple(self.outputs), self.R, self.quadrature,

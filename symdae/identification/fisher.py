@@ -232,6 +232,7 @@ class FisherInformation:
 
     @property
     def scaled(self) -> np.ndarray:
+        """W F W with W = diag(scales): the Fisher matrix of the scaled parameters."""
         return self.matrix * np.outer(self.scales, self.scales)
 
     def statistics(self, **thresholds) -> ParameterStatistics:
@@ -251,6 +252,7 @@ class FisherInformation:
             else st.covariance
 
     def to_dict(self) -> dict:
+        """The matrix, its scaling and its settings as plain values (for JSON reports)."""
         return {"parameters": list(self.parameters), "values": self.values.tolist(),
                 "scales": self.scales.tolist(), "matrix": self.matrix.tolist(),
                 "scaled": self.scaled.tolist(), "outputs": list(self.outputs),
@@ -307,15 +309,19 @@ class ParameterStatistics:
     warnings: tuple
 
     def standard_error(self, name: str) -> float:
+        """The standard error of parameter ``name`` (``NotIdentifiableError`` when F is
+        singular)."""
         if self.standard_errors is None:
             raise NotIdentifiableError(self.singular_message(), self.unidentifiable)
         return float(self.standard_errors[_index(self.parameters, name, "parameter")])
 
     def singular_message(self) -> str:
+        """The message that names the parameter directions that are not identifiable."""
         return _singular_message(self.unidentifiable, self.parameters, self.scales,
                                  self.values)
 
     def to_dict(self) -> dict:
+        """The statistics as plain values (for JSON reports)."""
         names = list(self.parameters)
 
         def vec(x):
@@ -336,6 +342,7 @@ class ParameterStatistics:
         }
 
     def summary(self) -> str:
+        """A readable report: values with standard errors, correlations, condition, warnings."""
         lines = []
         if self.standard_errors is not None:
             for k, name in enumerate(self.parameters):

@@ -56,6 +56,7 @@ class ScanResult:
     failures: dict
 
     def minimum(self, label: str) -> GridMinimum:
+        """The best grid point of cost ``label`` and its neighbours (a ``GridMinimum``)."""
         J = self.costs[label]
         if np.all(np.isnan(J)):
             raise SimulationError(f"scan of {self.name}: cost {label!r} failed at every grid "

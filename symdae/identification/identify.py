@@ -93,6 +93,7 @@ class IdentificationResult:
         return self.history[min(first, len(ok) - 1)]["iteration"]
 
     def to_dict(self) -> dict:
+        """The result as plain values (the CLI's ``report.json``)."""
         return {
             "method": self.method, "free": self.free, "start": self.start,
             "identified": self.values, "scales": self.scales, "start_cost": self.start_cost,
@@ -106,6 +107,8 @@ class IdentificationResult:
         }
 
     def summary(self) -> str:
+        """A readable report: method, cost reduction, counts, start and identified values,
+        statistics."""
         lines = [f"{self.method}: {self.message}",
                  f"cost {self.start_cost:.6e} -> {self.cost:.6e} "
                  f"({_orders(self.start_cost, self.cost):.1f} orders) in {self.n_iterations} "

@@ -112,10 +112,12 @@ class MonteCarloResult:
 
     @property
     def n_runs(self) -> int:
+        """The number of runs (rows of ``values``)."""
         return int(self.values.shape[0])
 
     @property
     def mean(self) -> np.ndarray:
+        """The mean of the identified values over the runs, per parameter."""
         return self.values.mean(axis=0)
 
     @property
@@ -145,6 +147,8 @@ class MonteCarloResult:
                 for j, k in enumerate(self.parameters)}
 
     def rows(self) -> list[dict]:
+        """One dict per parameter: truth, mean, spread, its 99.9 % interval and the Fisher
+        prediction."""
         lo, hi = self.std_interval()
         rep = np.nanmean(self.reported, axis=0) if np.isfinite(self.reported).any() else \
             np.full(len(self.parameters), np.nan)
@@ -158,6 +162,7 @@ class MonteCarloResult:
                 for j, k in enumerate(self.parameters)]
 
     def table(self) -> str:
+        """The rows as a text table."""
         head = (f"{'parameter':>10s} {'truth':>12s} {'mean':>14s} {'std':>11s} "
                 f"{'predicted':>11s} {'std/pred':>9s} {'99.9% interval of std':>25s} "
                 f"{'reported':>11s}")
@@ -172,6 +177,7 @@ class MonteCarloResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The result as plain values (for JSON reports)."""
         return {"runs": self.n_runs, "failures": list(self.failures), "noise": self.noise,
                 "method": self.method, "seed": self.seed, "executor": self.executor,
                 "wall_time_s": self.wall_time, "rows": self.rows(),

@@ -62,18 +62,21 @@ class IdentificationStatistics:
 
     @property
     def standard_errors(self) -> dict | None:
+        """``{parameter: standard error}``, or None when F is singular."""
         st = self.statistics
         if st.standard_errors is None:
             return None
         return dict(zip(st.parameters, st.standard_errors.tolist()))
 
     def to_dict(self) -> dict:
+        """The statistics, the noise model and the Fisher information as plain values."""
         return {"noise": dict(self.noise), "noise_source": self.noise_source,
                 "samples": dict(self.samples), "degrees_of_freedom": self.degrees_of_freedom,
                 "fisher_information": self.fisher.to_dict(),
                 **self.statistics.to_dict(), "notes": list(self.notes)}
 
     def summary(self) -> str:
+        """A readable report: the noise model, the samples and the parameter statistics."""
         noise = ", ".join(f"{k} {v:.3g}" for k, v in self.noise.items())
         lines = [f"statistics (noise {self.noise_source}: {noise}; "
                  f"{sum(self.samples.values())} samples, {self.degrees_of_freedom} degrees of "

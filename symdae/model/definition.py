@@ -252,26 +252,32 @@ class Model:
 
     @property
     def coordinate_names(self) -> list[str]:
+        """The coordinates' names, in order."""
         return [c.func.__name__ for c in self.coordinates]
 
     @property
     def multiplier_names(self) -> list[str]:
+        """The multipliers' names, in order."""
         return [str(s) for s in self.multipliers]
 
     @property
     def parameter_names(self) -> list[str]:
+        """The parameters' names, in order."""
         return [s.name for s in self.parameters]
 
     @property
     def input_names(self) -> list[str]:
+        """The inputs' names, in order."""
         return [u.name if isinstance(u, sp.Symbol) else u.func.__name__ for u in self.inputs]
 
     @property
     def output_names(self) -> list[str]:
+        """The outputs' names, in order."""
         return list(self.outputs)
 
     @property
     def nominal_values(self) -> list[float]:
+        """The parameters' nominal values, in the order of :attr:`parameter_names`."""
         return list(self.parameters.values())
 
     def _check_names(self) -> None:
@@ -391,6 +397,7 @@ class Model:
         return sp.srepr(parts)
 
     def definition_hash(self) -> str:
+        """SHA-256 of the model's definition (part of the compile cache's key)."""
         return hashlib.sha256(self.definition().encode()).hexdigest()
 
     def __repr__(self) -> str:

@@ -68,14 +68,17 @@ class DerivedSystem:
 
     @property
     def n(self) -> int:
+        """The number of coordinates."""
         return self.sizes["n"]
 
     @property
     def m(self) -> int:
+        """The number of constraints (and multipliers)."""
         return self.sizes["m"]
 
     @property
     def n_p(self) -> int:
+        """The number of parameters."""
         return self.sizes["n_p"]
 
 

@@ -17,6 +17,8 @@ __all__ = ["plot_outputs", "outputs_figure", "plot_convergence", "plot_fit", "fi
 
 
 def figure(rows: int, height: float = 3.0):
+    """A Matplotlib figure (Agg canvas, no pyplot) with ``rows`` panels under each other, and
+    their axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

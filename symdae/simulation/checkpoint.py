@@ -57,6 +57,7 @@ class MemoryPlan:
 
     @property
     def recomputes(self) -> bool:
+        """Whether the run is split into segments (all but the last recomputed for the adjoint)."""
         return self.segments > 1
 
 

@@ -57,6 +57,7 @@ class MemoryEstimate:
 
     @property
     def total(self) -> int:
+        """The estimated peak in bytes: points times bytes per step plus the fixed part."""
         return self.points * self.per_step + self.fixed
 
     def check(self, available: int | None = None) -> None:

@@ -54,10 +54,12 @@ class Trajectory:
 
     @property
     def h(self) -> float:
+        """The run's time step [s]."""
         return self.scenario.h
 
     @property
     def alpha(self) -> float:
+        """The HHT parameter alpha of the run."""
         return self.scenario.alpha
 
     @property
@@ -86,6 +88,7 @@ class Trajectory:
         return self.q, self.v, self.a, self.lam
 
     def summary(self) -> str:
+        """A readable report: steps, Newton counters, switches and each output's range."""
         c = self.counters
         steps = max(c["steps"], 1)
         lines = [
