@@ -26,7 +26,7 @@ def rst_blocks(text: str) -> list[tuple[int, str]]:
     """(line, code) of every ``.. code-block:: python`` of a reST text, dedented."""
     found = []
     for m in re.finditer(r"^( *)\.\. code-block:: python\n((?:[ \t]*\n|\1   .*\n)+)", text, re.M):
-        found.append((text[:m.start()].count("\n") + 3, textwrap.dedent(m.group(2))))
+        found.append((text[:m.start()].count("\n") + 3, textwrap.dedent(m.group(2)).lstrip("\n")))
     return found
 
 
