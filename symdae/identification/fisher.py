@@ -100,7 +100,7 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
     if unknown:
         raise UnknownNameError(f"model {model.name!r} has no output(s) {unknown}; its outputs "
                                f"are {model.output_names}")
-    ds = tangent(system, traj, params).ds   # refactorises where nothing was stored
+    ds = tangent(system, traj, params, states=False).ds
     cols = [model.output_names.index(o) for o in outs]
     values = np.array([traj.params[p] for p in params])
     return OutputSensitivities(traj.t.copy(), tuple(outs), tuple(params), values,

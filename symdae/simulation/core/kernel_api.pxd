@@ -23,6 +23,7 @@ cdef extern from "symdae_kernels.h":
         SYMDAE_RESIDUAL_MAGNITUDE
         SYMDAE_JACOBIANS
         SYMDAE_PARAM_JACOBIANS
+        SYMDAE_OUTPUT_JACOBIANS
         SYMDAE_STATE_JVP
         SYMDAE_PARAM_JVP
         SYMDAE_OUTPUT_JVP
