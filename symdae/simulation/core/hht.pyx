@@ -24,7 +24,8 @@ from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
-                                            time_terms, Arena, take, take_int, arena_allocate,
+                                            time_terms, time_terms_for, tau_reads, Arena, take,
+                                            take_int, arena_allocate,
                                             arena_check)
 from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
                                  StepOutcome, newton_step, factor_into)
@@ -63,6 +64,12 @@ cdef class Kernels:
         self.n, self.m, self.n_p = self.km.n, self.km.m, self.km.n_p
         self.n_u, self.n_s, self.n_tau = self.km.n_u, self.km.n_s, self.km.n_tau
 
+    def tau_reads(self, int k):
+        """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""
+        if not 0 <= k < SYMDAE_N_KERNELS:
+            raise IndexError(f"kernel index {k} outside 0..{SYMDAE_N_KERNELS - 1}")
+        return self.km.kernel[k].tau
+
     def layout(self, int k):
         """(output size, weight size, accumulate) of kernel number k, as compiled."""
         if not 0 <= k < SYMDAE_N_KERNELS:
@@ -72,11 +79,13 @@ cdef class Kernels:
 
     def evaluate(self, int k, double t, const double[::1] q, const double[::1] v,
                  const double[::1] a, const double[::1] lam, const double[::1] p,
-                 const double[::1] u, const double[::1] w):
-        """Kernel number k at one state, from zero (time terms evaluated first). The caller
-        passes contiguous arrays of the model's sizes (at least one element each)."""
+                 const double[::1] u, const double[::1] w, int reads=3):
+        """Kernel number k at one state, from zero (the time terms that ``reads`` asks for
+        evaluated first: 1 the forward ones, 2 the sensitivity ones, 3 all; the others are
+        NaN). The caller passes contiguous arrays of the model's sizes (at least one element
+        each)."""
         out = np.zeros(self.km.kernel[k].out_size + 1)
-        tau = np.zeros(self.n_tau + 1)
+        tau = np.full(self.n_tau + 1, np.nan)
         cdef double[::1] bo = out, btau = tau
         cdef symdae_args x
         x.t = t
@@ -87,7 +96,7 @@ cdef class Kernels:
         x.p = &p[0]
         x.u = &u[0]
         with nogil:
-            time_terms(self.km, &x, &btau[0], True)
+            time_terms_for(self.km, &x, &btau[0], reads)
             call(self.km, k, &x, &w[0], &bo[0])
         return out[:self.km.kernel[k].out_size]
 
@@ -196,12 +205,13 @@ cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const S
 
 
 cdef inline void tau_at(const symdae_model* km, symdae_args* x, const Factors* f, Py_ssize_t i,
-                        double* buf) noexcept nogil:
-    """All time terms at state i (x): the stored row, or evaluated into buf."""
+                        double* buf, int reads) noexcept nogil:
+    """The time terms at state i (x): the stored row (all of them), or those ``reads`` asks
+    for (scheme.pxd) evaluated into buf."""
     if f.TAU != NULL:
         x.tau = f.TAU + i * f.n_tau
     else:
-        time_terms(km, x, buf, True)
+        time_terms_for(km, x, buf, reads)
 
 
 cdef struct ForwardReport:
@@ -428,6 +438,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef const double* dt = cbase(DT)
     cdef Py_ssize_t i = 0, rows = dQ.shape[0]
     cdef symdae_args x
+    cdef int used[4]
+    used[:] = [SYMDAE_NEWTON, SYMDAE_JACOBIANS, SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS]
+    cdef int reads = tau_reads(km, used, 4)
     if rows != N + 1 and rows < 2:
         raise ValueError(f"the tangent arrays have {rows} rows: N + 1 = {N + 1} or at least 2")
     memset(&arena, 0, sizeof(Arena))
@@ -444,7 +457,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     x.p = &p[0]
     with nogil:
         set_state(&x, &tr, 0)
-        tau_at(km, &x, &f, 0, tau)
+        tau_at(km, &x, &f, 0, tau, reads)
         prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], True)
         written_entries(km, &x, &w)          # the blocks at state 0 and their structure
         collect_products(km, &c, &w, dt, ldp, nd)         # counting pass
@@ -462,7 +475,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 pivot = -1
                 break
             set_state(&x, &tr, i + 1)
-            tau_at(km, &x, &f, i + 1, tau)
+            tau_at(km, &x, &f, i + 1, tau, reads)
             pivot = factors_at(km, &x, &c, &f, i + 1, &LUcur, &pcur)
             if pivot != 0:
                 break
@@ -553,6 +566,9 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef int* pcur
     cdef Py_ssize_t i = N
     cdef symdae_args x0, x1
+    cdef int used[4]
+    used[:] = [SYMDAE_NEWTON, SYMDAE_STATE_VJP, SYMDAE_PARAM_VJP, SYMDAE_OUTPUT_VJP]
+    cdef int reads = tau_reads(km, used, 4)
     memset(&arena, 0, sizeof(Arena))
     carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
@@ -569,7 +585,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         memcpy(gacc, &carry[nx + 2 * n], n_p * sizeof(double))
     with nogil:
         set_state(&x1, &tr, N)
-        tau_at(km, &x1, &f, N, tau[1])
+        tau_at(km, &x1, &f, N, tau[1], reads)
         prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
@@ -582,7 +598,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             if pivot != 0:
                 break
             set_state(&x0, &tr, i - 1)
-            tau_at(km, &x0, &f, i - 1, tau[0])
+            tau_at(km, &x0, &f, i - 1, tau[0], reads)
             adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, wb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0

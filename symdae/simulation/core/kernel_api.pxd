@@ -46,6 +46,7 @@ cdef extern from "symdae_kernels.h":
         int out_size
         int w_size
         int accumulate
+        int tau             # the time terms it reads: 1 forward, 2 sensitivity (bits)
 
     ctypedef struct symdae_model:
         int abi_version

@@ -363,8 +363,9 @@ cdef inline void apply_t(const SparseLU* a, const double* B, const int* piv,
 cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, double* b,
                             int nd, double* x) noexcept nogil:
     """b <- K^{-1} b for nd right-hand sides stored by row (entry k of right-hand side d at
-    b[k * nd + d]); x: N nd scratch. Every right-hand side takes the very operations of
-    apply(), the loops over them innermost."""
+    b[k * nd + d]); x: N nd scratch. The loops over the right-hand sides are innermost, and
+    each takes the same operations whatever nd is (apply()'s, but for a multiplication by the
+    pivot's reciprocal where apply() divides)."""
     cdef int i, k, e, d, N = a.N, j
     cdef double l
     if piv[N] != SPARSE:
@@ -389,8 +390,8 @@ cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, 
             l = B[k * N + j]
             for d in range(nd):
                 x[k * nd + d] -= l * x[j * nd + d]
-        l = B[k * N + k]
+        l = 1.0 / B[k * N + k]
         for d in range(nd):
-            x[k * nd + d] = x[k * nd + d] / l
+            x[k * nd + d] *= l
     for k in range(N):
         memcpy(b + a.pc[k] * nd, x + k * nd, nd * sizeof(double))
