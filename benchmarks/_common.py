@@ -1,8 +1,10 @@
 """Helpers shared by the benchmark scripts: what machine the figures come from."""
 from __future__ import annotations
 
+import argparse
 import os
 import platform
+import random
 import time
 from pathlib import Path
 
@@ -42,3 +44,37 @@ def interleaved(funcs: dict, reps: int) -> dict:
     """{name: (median s, min s)} of :func:`interleaved_times`."""
     return {k: (float(np.median(v)), float(np.min(v)))
             for k, v in interleaved_times(funcs, reps).items()}
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def shuffled_times(funcs: dict, reps: int, clock=time.perf_counter, seed: int = 0) -> dict:
+    """{name: array of times}: one warm-up each, then every function once per round in a
+    shuffled order (``clock``: one of CLOCKS; thread CPU time does not count the waits of a
+    loaded machine)."""
+    for f in funcs.values():
+        f()
+    names = list(funcs)
+    rng = random.Random(seed)
+    times = {k: np.empty(reps) for k in names}
+    for r in range(reps):
+        rng.shuffle(names)
+        for k in names:
+            f = funcs[k]
+            t0 = clock()
+            f()
+            times[k][r] = clock() - t0
+    return times
+
+
+def timing_parser(description: str, quick: int, full: int, clock: str) -> argparse.ArgumentParser:
+    """A parser with --quick (``quick`` rounds instead of ``full``), --reps and --clock
+    (default ``clock``); the caller adds its own options."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help=f"{quick} rounds instead of {full}")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved rounds")
+    ap.add_argument("--clock", choices=tuple(CLOCKS), default=clock,
+                    help="wall time, or this thread's CPU time, which does not count the time "
+                         f"the process waits for a core on a loaded machine (default {clock})")
+    return ap

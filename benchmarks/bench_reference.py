@@ -31,18 +31,16 @@ refactored); if they fail, those rows are skipped and the public-API comparison 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-import random
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from _common import machine_line  # benchmarks/ is on sys.path when the script runs
+from _common import CLOCKS, machine_line, timing_parser  # benchmarks/ is on sys.path
+from _common import shuffled_times as interleaved
 from reference.engine_mount import (
     FD_STEPS,
     FLAGS_O2,
@@ -205,26 +203,6 @@ def internal_contenders(su: Setup) -> dict:
     }
 
 
-CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
-
-
-def interleaved(funcs: dict, reps: int, seed: int = 0, clock=time.perf_counter) -> dict:
-    """{name: array of times}: every function once per round, in a shuffled order."""
-    for f in funcs.values():
-        f()
-    names = list(funcs)
-    rng = random.Random(seed)
-    times = {k: np.empty(reps) for k in names}
-    for r in range(reps):
-        rng.shuffle(names)
-        for k in names:
-            f = funcs[k]
-            t0 = clock()
-            f()
-            times[k][r] = clock() - t0
-    return times
-
-
 # ------------------------------------------------------------------ report
 
 def med(x):
@@ -323,12 +301,7 @@ def breakdown(t: dict, N: int) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="21 rounds instead of 201")
-    ap.add_argument("--reps", type=int, default=None, help="interleaved rounds")
-    ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
-                    help="wall time (default), or this thread's CPU time, which does not count "
-                         "the time the process waits for a core on a loaded machine")
+    ap = timing_parser(__doc__.splitlines()[0], 21, 201, "wall")
     ap.add_argument("--no-breakdown", action="store_true",
                     help="time only the public API and the reference (no symdae internals)")
     args = ap.parse_args(argv)

@@ -100,7 +100,7 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
     if unknown:
         raise UnknownNameError(f"model {model.name!r} has no output(s) {unknown}; its outputs "
                                f"are {model.output_names}")
-    ds = tangent(system, traj, params).ds   # refactorises where nothing was stored
+    ds = tangent(system, traj, params, states=False).ds
     cols = [model.output_names.index(o) for o in outs]
     values = np.array([traj.params[p] for p in params])
     return OutputSensitivities(traj.t.copy(), tuple(outs), tuple(params), values,
@@ -176,9 +176,11 @@ def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     # whiten: Z_i = L^-1 S_i, then F = sum_i eta_i Z_i^T Z_i, one product of a tall matrix.
     # L^-1 is n_out x n_out (tiny); applying it by matmul is far cheaper than a triangular
     # solve with (samples x parameters) right-hand sides.
+    # One product for all samples (a batched matmul of ns tiny matrices costs far more):
+    # Z[k, i, j] = sum_l Linv[k, l] S[i, l, j], rows of A ordered by output, then sample.
     Linv = linalg.solve_triangular(L, np.eye(n_out), lower=True)
-    Z = np.matmul(Linv, S) * np.sqrt(np.asarray(eta, dtype=float))[:, None, None]
-    A = Z.reshape(ns * n_out, nb)
+    Z = (Linv @ S.transpose(1, 0, 2).reshape(n_out, ns * nb)).reshape(n_out, ns, nb)
+    A = (Z * np.sqrt(np.asarray(eta, dtype=float))[None, :, None]).reshape(n_out * ns, nb)
     return A.T @ A
 
 

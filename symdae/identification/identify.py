@@ -45,10 +45,11 @@ DEFAULT_OPTIONS = {
 }
 
 # method="auto" takes Gauss-Newton (least_squares) up to this many free parameters: an
-# iteration costs one forward sweep plus one tangent sweep per parameter (about 0.5 forward
-# sweeps each), against 1.4-1.6 forward sweeps per L-BFGS-B evaluation; on the engine mount
-# Gauss-Newton needs 7 iterations where L-BFGS-B needs 60 (82 evaluations), so it wins until
-# the tangent directions outweigh the saved iterations (benchmarks/bench_gauss_newton.py).
+# iteration costs one forward sweep plus the tangent sweep along the free parameters (on the
+# engine mount about 0.4 + 0.1 k forward sweeps for k of them, benchmarks/bench_tangent.py),
+# against 1.4-1.6 forward sweeps per L-BFGS-B evaluation; there Gauss-Newton needs 7
+# iterations where L-BFGS-B needs 60 (82 evaluations), so it wins until the tangent directions
+# outweigh the saved iterations (benchmarks/bench_gauss_newton.py).
 AUTO_GAUSS_NEWTON_MAX_FREE = 20
 
 

@@ -126,6 +126,7 @@ def experiment_residuals(experiment, params: Mapping, free: Sequence[str] | None
         check_least_squares_costs([experiment])
     traj = trajectory if trajectory is not None else \
         experiment.simulate(params, gradient=store_factorizations)
-    ds = None if free is None else tangent(experiment.system, traj, list(free)).ds
+    ds = None if free is None else tangent(experiment.system, traj, list(free),
+                                              states=False).ds
     return ExperimentResiduals(residual_blocks(experiment.system, traj, experiment.cost,
                                                experiment.name, ds), traj)

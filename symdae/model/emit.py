@@ -30,7 +30,7 @@ from .kernels import (
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
-__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "hoist_time_terms"]
+__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "hoist_time_terms", "tau_reads"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 
@@ -117,6 +117,14 @@ def hoist_time_terms(ds: DerivedSystem, table: dict):
     terms = list(hoister.terms)
     symbols = tuple(hoister.terms.values())
     return {k: out[k] for k in table}, symbols, terms[:n_forward], terms[n_forward:]
+
+
+def tau_reads(exprs: list, tau: tuple, n_forward: int) -> int:
+    """Which time terms the expressions read: 1 the forward ones (tau[:n_forward]), 2 the
+    sensitivity ones, 3 both (the ``tau`` field of a kernel entry, symdae_kernels.h)."""
+    used = set().union(*(sp.sympify(e).free_symbols for e in exprs)) if exprs else set()
+    return (int(bool(used & set(tau[:n_forward])))
+            | 2 * int(bool(used & set(tau[n_forward:]))))
 
 
 def _chunks(entries: list, chunk_ops: int) -> list:
@@ -244,9 +252,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
     for spec in KERNELS:
         entry = f"_model.kernel[SYMDAE_{spec.name.upper()}]"
+        reads = 0 if spec.internal else tau_reads(table[spec.name][0], tau, len(tau_fwd))
         out += [f"{entry}.fn = _k_{spec.name}",
                 f"{entry}.out_size = {sum(b.size(sizes) for b in spec.blocks)}",
                 f"{entry}.w_size = {weight_size(spec.name, sizes)}",
-                f"{entry}.accumulate = {int(spec.accumulate)}"]
+                f"{entry}.accumulate = {int(spec.accumulate)}",
+                f"{entry}.tau = {reads}"]
     out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]
     return "\n".join(out)

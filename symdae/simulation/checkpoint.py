@@ -237,7 +237,7 @@ def checkpointed_sensitivities(system, scenario, which, params=None, *,
     dS = np.empty((sc.n_steps + 1, sz.n_s, D.shape[1]))
     dx = tuple(x.T for x in init_tangent(system.backend, x0, p, sc.t0, U[0], D))
     for ck, fwd in _segments(system, sc, p, U, x0, mplan):
-        res = system.backend.tangent(fwd, D, dx)
+        res = system.backend.tangent(fwd, D, dx, states=False)
         singular(res.report, "tangent")
         dS[ck.step:ck.step + fwd.grid.N + 1] = res.ds.transpose(0, 2, 1)
         dx = res.end

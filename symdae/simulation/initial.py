@@ -297,10 +297,19 @@ def init_tangent(backend, x0: InitialState, p, t0, u0, D):
     """Sensitivities of (q0, v0, a0, lam0) along parameter directions D (n_p x nd)."""
     n = backend.sizes.n
     K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
-    dq, dv = Q0p @ D, V0p @ D
-    rhs = np.vstack([Jq @ dq + GV @ dv + P @ D, Rc_q @ dq + gamma_v @ dv + Rc_p @ D])
-    dy = -np.linalg.solve(K0, rhs) if rhs.size else rhs
-    return dq, dv, dy[:n], dy[n:]
+    out = tuple(np.zeros((k, D.shape[1])) for k in (n, n, n, K0.shape[0] - n))
+    lu = scipy.linalg.lu_factor(K0, check_finite=False)
+    if not np.all(np.diag(lu[0])):
+        raise np.linalg.LinAlgError("Singular matrix")
+    # one direction at a time (matrix-vector products, one solve each): a direction's
+    # sensitivities are then the same numbers whichever directions go with it
+    for j, d in enumerate(np.ascontiguousarray(D.T)):
+        dq, dv = Q0p @ d, V0p @ d
+        rhs = np.concatenate([Jq @ dq + GV @ dv + P @ d, Rc_q @ dq + gamma_v @ dv + Rc_p @ d])
+        dy = -scipy.linalg.lu_solve(lu, rhs, check_finite=False)
+        for x, col in zip(out, (dq, dv, dy[:n], dy[n:])):
+            x[:, j] = col
+    return out
 
 
 def init_adjoint(backend, x0: InitialState, p, t0, u0, xbar0):

@@ -2,8 +2,8 @@
 
 Two methods, both exact for the discrete scheme that :meth:`System.simulate` runs:
 
-* :func:`tangent` (forward sensitivities): dx_i/dp along chosen directions; costs one
-  linear solve per direction and step with the step's stored factorisation.
+* :func:`tangent` (forward sensitivities): dx_i/dp along chosen directions; per step, the
+  Jacobians once and one linear solve per direction with the step's factorisation.
 * :func:`adjoint_gradient` (discrete adjoint, paper eqs. 9 and 11): dJ/dp for all parameters
   from dJ/dS (the derivative of a cost with respect to every output sample) for about the
   price of one backward sweep, independent of the number of parameters.
@@ -27,7 +27,8 @@ __all__ = ["TangentResult", "tangent", "adjoint_gradient", "directions"]
 
 @dataclass
 class TangentResult:
-    """Sensitivities along nd directions; arrays are (N+1, size, nd), time on axis 0."""
+    """Sensitivities along nd directions; arrays are (N+1, size, nd), time on axis 0 (dq, dv,
+    da, dlam: the last step only, one row, from ``tangent(..., states=False)``)."""
 
     dq: np.ndarray
     dv: np.ndarray
@@ -93,17 +94,20 @@ def singular(report, what: str) -> None:
                               f"{what} sweep")
 
 
-def tangent(system, traj, which) -> TangentResult:
+def tangent(system, traj, which, *, states: bool = True) -> TangentResult:
     """Forward sensitivities of ``traj`` along parameter directions ``which``.
 
     ``which``: parameter names or an (n_p, nd) matrix of directions in parameter space.
+    ``states=False`` keeps the output sensitivities ``ds`` of every step but the states' of
+    the last step only: the same numbers for less memory and time (Fisher information,
+    Gauss-Newton Jacobians need only ds).
     """
     sw = sweep_data(system, traj)
     D = directions(system, which)
     fwd = sw.forward
     with one_blas_thread():
         dx0 = init_tangent(system.backend, sw.x0, fwd.p, fwd.grid.t0, fwd.U[0], D)
-        res = system.backend.tangent(fwd, D, tuple(x.T for x in dx0))
+        res = system.backend.tangent(fwd, D, tuple(x.T for x in dx0), states=states)
     singular(res.report, "tangent")
     tr = (0, 2, 1)
     return TangentResult(res.dq.transpose(tr), res.dv.transpose(tr), res.da.transpose(tr),

@@ -32,10 +32,12 @@ forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
     and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
     the Restart at its last step. A failed sweep is a report with status other than ``ok``,
     never an exception: the caller (``System``) names the failure.
-tangent(fwd, D, dx0) -> TangentArrays
+tangent(fwd, D, dx0, states=True) -> TangentArrays
     Forward sensitivities along the columns of D (n_p, nd) from the sensitivities at the first
-    row, dx0 = (dq, dv, da, dlam[, dw]), each (nd, size) (dw = da at the start of a run). One
-    linear solve per direction and step.
+    row, dx0 = (dq, dv, da, dlam[, dw]), each (nd, size) (dw = da at the start of a run): the
+    Jacobian blocks once per state, one linear solve per direction and step. With
+    ``states=False`` only the output sensitivities are kept for every row, the states' of the
+    last row only (what the next segment starts from).
 adjoint(fwd, dPhi, carry=None, last=True, first=True) -> AdjointResult
     dJ/dp without the initial-state term for a cost whose derivative with respect to the
     output samples is dPhi (N+1, n_s), by one backward sweep. In segments: ``carry`` is what
@@ -179,7 +181,8 @@ class ForwardResult:
 
 @dataclass(frozen=True)
 class TangentArrays:
-    """Sensitivities along nd directions, (N+1, nd, size) each."""
+    """Sensitivities along nd directions, (N+1, nd, size) each (dq, dv, da, dlam, dw: the last
+    row only when the sweep kept no states)."""
 
     dq: np.ndarray
     dv: np.ndarray

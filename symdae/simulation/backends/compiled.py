@@ -153,12 +153,14 @@ class CompiledBackend:
     def _saved(self, fwd: ForwardResult):
         return fwd.saved if fwd.saved is not None else (None, None, None)
 
-    def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0) -> TangentArrays:
+    def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0,
+                states: bool = True) -> TangentArrays:
         sz, g = self.sizes, fwd.grid
         nd = D.shape[1]
+        rows = g.N + 1 if states else min(g.N + 1, 2)     # 2: the sweep alternates rows
         DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
-        dQ, dV, dA = (np.zeros((g.N + 1, nd, max(sz.n, 1))) for _ in range(3))
-        dL = np.zeros((g.N + 1, nd, max(sz.m, 1)))
+        dQ, dV, dA = (np.zeros((rows, nd, max(sz.n, 1))) for _ in range(3))
+        dL = np.zeros((rows, nd, max(sz.m, 1)))
         dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
@@ -170,9 +172,10 @@ class CompiledBackend:
                                     dL, dS, g.i0, fwd.order)
         raise_if_interrupted(rep, g, "tangent")
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
-        return TangentArrays(dQ[:, :, :sz.n], dV[:, :, :sz.n], dA[:, :, :sz.n],
-                             dL[:, :, :sz.m], dS[:, :, :sz.n_s], report,
-                             None if dW is dA else dW[:, :, :sz.n])
+        keep = slice(None) if states else slice(g.N % rows, g.N % rows + 1)
+        return TangentArrays(dQ[keep, :, :sz.n], dV[keep, :, :sz.n], dA[keep, :, :sz.n],
+                             dL[keep, :, :sz.m], dS[:, :, :sz.n_s], report,
+                             None if dW is dA else dW[keep, :, :sz.n])
 
     def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
                 first: bool = True) -> AdjointResult:

@@ -114,7 +114,6 @@ class NumpyBackend:
         # terms that jump: only then a switch search (newton.pxd, symdae_model.jumps)
         self._jumps = has_jumps(list(derived.Ma) + list(derived.g) + list(derived.C))
         self._fns: dict = {}
-        self._out_jac = None
 
     # ------------------------------------------------------------------ kernels
     def _fn(self, name: str):
@@ -143,13 +142,10 @@ class NumpyBackend:
         return self._fn(name)(t, q, v, a, lam, p, u, w)
 
     def _output_jacobians(self, t, x, p, u):
-        """(ds/dx (n_s x n_x), ds/dp (n_s x n_p)) straight from the DerivedSystem."""
-        sz, ds = self.sizes, self.derived
-        if self._out_jac is None:
-            self._out_jac = lambdify_flat(ds, list(ds.Sx) + list(ds.Sp))
-        flat = self._out_jac(t, *self._split_x(x), p, u)
-        k = sz.n_s * sz.nx
-        return flat[:k].reshape(sz.n_s, sz.nx), flat[k:].reshape(sz.n_s, sz.n_p)
+        """(ds/dx (n_s x n_x), ds/dp (n_s x n_p)) at one state."""
+        S = split("output_jacobians", self._k("output_jacobians", t, *self._split_x(x), p, u),
+                  self.sizes)
+        return S["Sx"], S["Sp"]
 
     def _split_x(self, x):
         n = self.sizes.n
@@ -343,7 +339,8 @@ class NumpyBackend:
             K = self._k("newton", *st, c.kw).reshape(sz.nm, sz.nm)
         return J, P, K
 
-    def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0) -> TangentArrays:
+    def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0,
+                states: bool = True) -> TangentArrays:
         sz, g = self.sizes, fwd.grid
         c, n, N, nd = Scheme.of(g), sz.n, g.N, D.shape[1]
         dQ, dV, dA, dW = (np.zeros((N + 1, nd, n)) for _ in range(4))
@@ -375,7 +372,9 @@ class NumpyBackend:
             dW[i + 1] = c.ry * dA[i + 1] + c.rp * dA[i]
             outputs(i + 1)
             J0, P0 = J1, P1
-        return TangentArrays(dQ, dV, dA, dL, dS, SweepReport("ok"), dW)
+        keep = slice(None) if states else slice(N, N + 1)
+        return TangentArrays(dQ[keep], dV[keep], dA[keep], dL[keep], dS, SweepReport("ok"),
+                             dW[keep])
 
     def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,
                 first: bool = True) -> AdjointResult:

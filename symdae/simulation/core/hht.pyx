@@ -24,11 +24,15 @@ from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
-                                            time_terms, Arena, take, take_int, arena_allocate,
+                                            time_terms, time_terms_for, tau_reads, Arena, take,
+                                            take_int, arena_allocate,
                                             arena_check)
 from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
                                  StepOutcome, newton_step, factor_into)
-from symdae.simulation.core.tangent cimport TangentWork, tangent_step, output_tangent
+from symdae.simulation.core.tangent cimport (TangentWork, Tangents, carve_tangent_work,
+                                             carve_products, written_entries, collect_products,
+                                             state_blocks, load_tangents, store_tangents,
+                                             tangent_step, output_tangents)
 from symdae.simulation.core.adjoint cimport AdjointWork, adjoint_step, initial_g_adjoint
 from symdae.simulation.core.interrupt cimport INTERRUPTED, INTERRUPT_EVERY, interrupted
 
@@ -60,6 +64,12 @@ cdef class Kernels:
         self.n, self.m, self.n_p = self.km.n, self.km.m, self.km.n_p
         self.n_u, self.n_s, self.n_tau = self.km.n_u, self.km.n_s, self.km.n_tau
 
+    def tau_reads(self, int k):
+        """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""
+        if not 0 <= k < SYMDAE_N_KERNELS:
+            raise IndexError(f"kernel index {k} outside 0..{SYMDAE_N_KERNELS - 1}")
+        return self.km.kernel[k].tau
+
     def layout(self, int k):
         """(output size, weight size, accumulate) of kernel number k, as compiled."""
         if not 0 <= k < SYMDAE_N_KERNELS:
@@ -69,11 +79,13 @@ cdef class Kernels:
 
     def evaluate(self, int k, double t, const double[::1] q, const double[::1] v,
                  const double[::1] a, const double[::1] lam, const double[::1] p,
-                 const double[::1] u, const double[::1] w):
-        """Kernel number k at one state, from zero (time terms evaluated first). The caller
-        passes contiguous arrays of the model's sizes (at least one element each)."""
+                 const double[::1] u, const double[::1] w, int reads=3):
+        """Kernel number k at one state, from zero (the time terms that ``reads`` asks for
+        evaluated first: 1 the forward ones, 2 the sensitivity ones, 3 all; the others are
+        NaN). The caller passes contiguous arrays of the model's sizes (at least one element
+        each)."""
         out = np.zeros(self.km.kernel[k].out_size + 1)
-        tau = np.zeros(self.n_tau + 1)
+        tau = np.full(self.n_tau + 1, np.nan)
         cdef double[::1] bo = out, btau = tau
         cdef symdae_args x
         x.t = t
@@ -84,7 +96,7 @@ cdef class Kernels:
         x.p = &p[0]
         x.u = &u[0]
         with nogil:
-            time_terms(self.km, &x, &btau[0], True)
+            time_terms_for(self.km, &x, &btau[0], reads)
             call(self.km, k, &x, &w[0], &bo[0])
         return out[:self.km.kernel[k].out_size]
 
@@ -193,12 +205,13 @@ cdef inline int factors_at(const symdae_model* km, const symdae_args* x, const S
 
 
 cdef inline void tau_at(const symdae_model* km, symdae_args* x, const Factors* f, Py_ssize_t i,
-                        double* buf) noexcept nogil:
-    """All time terms at state i (x): the stored row, or evaluated into buf."""
+                        double* buf, int reads) noexcept nogil:
+    """The time terms at state i (x): the stored row (all of them), or those ``reads`` asks
+    for (scheme.pxd) evaluated into buf."""
     if f.TAU != NULL:
         x.tau = f.TAU + i * f.n_tau
     else:
-        time_terms(km, x, buf, True)
+        time_terms_for(km, x, buf, reads)
 
 
 cdef struct ForwardReport:
@@ -376,26 +389,18 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
 
 # ---------------------------------------------------------------------------- tangent
 
-cdef void carve_tangent(Arena* a, TangentWork* w, double** P, double** tau, int n, int m,
-                        int n_p, int nd, int n_tau) noexcept nogil:
-    w.w = take(a, 4 * n + 2 * m + n_p)
-    w.r1 = take(a, 2 * n + m)
-    w.r0 = take(a, 2 * n + m)
-    w.rhs = take(a, n + m)
-    w.dqh = take(a, n)
-    w.dvh = take(a, n)
-    P[0] = take(a, nd * (2 * n + m))      # param_jvp along each direction at x_i, x_{i+1}
-    P[1] = take(a, nd * (2 * n + m))
-    tau[0] = take(a, n_tau)
-    tau[1] = take(a, n_tau)
-
-
-cdef inline void param_directions(const symdae_model* km, const symdae_args* x,
-                                  const double* DT, int nd, double* P) noexcept nogil:
-    """P[d] = param_jvp(x; D[:, d]) for every direction (DT is D transposed)."""
-    cdef int d, nr = 2 * km.n + km.m
-    for d in range(nd):
-        zero_call(km, SYMDAE_PARAM_JVP, x, DT + d * km.n_p, P + d * nr)
+cdef inline Tangents tangents_at(double[:, :, ::1] dQ, double[:, :, ::1] dV, double[:, :, ::1] dA,
+                                 double[:, :, ::1] dW, double[:, :, ::1] dL,
+                                 Py_ssize_t i) noexcept nogil:
+    cdef Tangents t
+    t.q = &dQ[i, 0, 0]
+    t.v = &dV[i, 0, 0]
+    t.a = &dA[i, 0, 0]
+    t.lam = &dL[i, 0, 0]
+    t.w = &dW[i, 0, 0]
+    t.sn = <int>dQ.shape[2]
+    t.sm = <int>dL.shape[2]
+    return t
 
 
 def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
@@ -406,74 +411,88 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             double[:, :, ::1] dA, double[:, :, ::1] dW, double[:, :, ::1] dL,
             double[:, :, ::1] dS, Py_ssize_t i0, const int[::1] order):
     """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
-    from row 0 (step i0 of the grid t0 + k h).
+    from row 0 (step i0 of the grid t0 + k h), all directions at once (tangent.pxd).
 
-    DT (nd, n_p): the parameter directions, one per row. dQ, dV, dA, dW, dL, dS are
-    (N+1, nd, size); row 0 of dQ, dV, dA, dW, dL must hold the sensitivities at row 0 (for
-    hht-paper dW may be dA itself). Uses LU,
+    DT (nd, n_p): the parameter directions, one per row. dS is (N+1, nd, n_s); dQ, dV, dA, dW,
+    dL are (rows, nd, size) with rows = N+1, or 2 to keep only the last two states (state i in
+    row i % rows: the output sensitivities without the states'); row 0 of dQ, dV, dA, dW, dL
+    must hold the sensitivities at row 0 (for hht-paper dW may be dA itself). Uses LU,
     PIV and TAU from forward() when given, else refactorises at each state, with the sparse
     LU orders ``order`` of that forward run. Returns {"status", "step"} (INTERRUPTED on
     Ctrl-C, interrupt.pxd; SINGULAR with the
     step whose matrix was singular).
     """
     cdef const symdae_model* km = K.km
-    cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, nr = 2 * K.n + K.m
-    cdef int nd = <int>DT.shape[0], d, pivot = 0
+    cdef int n = K.n, m = K.m, nm = K.n + K.m
+    cdef int nd = <int>DT.shape[0], ldp = <int>DT.shape[1], lds = <int>dS.shape[2], pivot = 0
     cdef Scheme c = scheme(h, alpha, kind)
-    cdef Arena arena
+    cdef Arena arena, parena
     cdef TangentWork w
-    cdef double* P[2]
-    cdef double* tau[2]
+    cdef Tangents d0, d1
+    cdef double* tau
     cdef double* tmp
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* LUcur
     cdef int* pcur
     cdef const double* dt = cbase(DT)
-    cdef Py_ssize_t i = 0
-    cdef symdae_args x0, x1
+    cdef Py_ssize_t i = 0, rows = dQ.shape[0]
+    cdef symdae_args x
+    cdef int used[4]
+    used[:] = [SYMDAE_NEWTON, SYMDAE_JACOBIANS, SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS]
+    cdef int reads = tau_reads(km, used, 4)
+    if rows != N + 1 and rows < 2:
+        raise ValueError(f"the tangent arrays have {rows} rows: N + 1 = {N + 1} or at least 2")
     memset(&arena, 0, sizeof(Arena))
-    carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
+    memset(&parena, 0, sizeof(Arena))
+    memset(&w, 0, sizeof(TangentWork))
+    carve_tangent_work(&arena, &w, n, m, K.n_p, K.n_s, nd)
+    tau = take(&arena, K.n_tau)
     carve_factors(&arena, &f)
     mem = arena_allocate(&arena)
-    carve_tangent(&arena, &w, P, tau, n, m, n_p, nd, K.n_tau)
+    carve_tangent_work(&arena, &w, n, m, K.n_p, K.n_s, nd)
+    tau = take(&arena, K.n_tau)
     carve_factors(&arena, &f)
     arena_check(&arena, mem)
-    x0.p = &p[0]
-    x1.p = &p[0]
+    x.p = &p[0]
     with nogil:
-        set_state(&x0, &tr, 0)
-        tau_at(km, &x0, &f, 0, tau[0])
-        prepare_lu(km, &x0, &c, &f.lu, f.K, f.LUw, &order[0], True)
-        param_directions(km, &x0, dt, nd, P[0])
-        for d in range(nd):
-            output_tangent(km, &x0, w.w, &dQ[0, d, 0], &dV[0, d, 0], &dA[0, d, 0],
-                           &dL[0, d, 0], dt + d * n_p, &dS[0, d, 0])
+        set_state(&x, &tr, 0)
+        tau_at(km, &x, &f, 0, tau, reads)
+        prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], True)
+        written_entries(km, &x, &w)          # the blocks at state 0 and their structure
+        collect_products(km, &c, &w, dt, ldp, nd)         # counting pass
+    carve_products(&parena, &w)
+    pmem = arena_allocate(&parena)
+    carve_products(&parena, &w)
+    arena_check(&parena, pmem)
+    with nogil:
+        collect_products(km, &c, &w, dt, ldp, nd)
+        d0 = tangents_at(dQ, dV, dA, dW, dL, 0)
+        load_tangents(km, &d0, w.T[0], nd)
+        output_tangents(km, &w, w.T[0], nd, &dS[0, 0, 0], lds)
         while i < N:
             if i % INTERRUPT_EVERY == 0 and interrupted():
                 pivot = -1
                 break
-            set_state(&x1, &tr, i + 1)
-            tau_at(km, &x1, &f, i + 1, tau[1])
-            pivot = factors_at(km, &x1, &c, &f, i + 1, &LUcur, &pcur)
+            set_state(&x, &tr, i + 1)
+            tau_at(km, &x, &f, i + 1, tau, reads)
+            pivot = factors_at(km, &x, &c, &f, i + 1, &LUcur, &pcur)
             if pivot != 0:
                 break
-            param_directions(km, &x1, dt, nd, P[1])
-            for d in range(nd):
-                tangent_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, dt + d * n_p, P[1] + d * nr,
-                             P[0] + d * nr, &dQ[i, d, 0], &dV[i, d, 0], &dW[i, d, 0],
-                             &dA[i, d, 0], &dL[i, d, 0], &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
-                             &dW[i + 1, d, 0], &dA[i + 1, d, 0], &dL[i + 1, d, 0])
-                output_tangent(km, &x1, w.w, &dQ[i + 1, d, 0], &dV[i + 1, d, 0],
-                               &dA[i + 1, d, 0], &dL[i + 1, d, 0], dt + d * n_p,
-                               &dS[i + 1, d, 0])
-            x0 = x1
-            tmp = P[0]
-            P[0] = P[1]
-            P[1] = tmp
-            tmp = tau[0]
-            tau[0] = tau[1]
-            tau[1] = tmp
+            state_blocks(km, &x, w.J[1], w.P[1], w.S)
+            tangent_step(km, &c, &w, &f.lu, LUcur, pcur, nd)
+            d1 = tangents_at(dQ, dV, dA, dW, dL, (i + 1) % rows)
+            store_tangents(km, w.T[1], &d1, nd)
+            output_tangents(km, &w, w.T[1], nd, &dS[i + 1, 0, 0], lds)
+            tmp = w.T[0]
+            w.T[0] = w.T[1]
+            w.T[1] = tmp
+            tmp = w.J[0]
+            w.J[0] = w.J[1]
+            w.J[1] = tmp
+            tmp = w.P[0]
+            w.P[0] = w.P[1]
+            w.P[1] = tmp
             i += 1
     if pivot < 0:
         return {"status": INTERRUPTED, "step": i0 + i}
@@ -547,6 +566,9 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef int* pcur
     cdef Py_ssize_t i = N
     cdef symdae_args x0, x1
+    cdef int used[4]
+    used[:] = [SYMDAE_NEWTON, SYMDAE_STATE_VJP, SYMDAE_PARAM_VJP, SYMDAE_OUTPUT_VJP]
+    cdef int reads = tau_reads(km, used, 4)
     memset(&arena, 0, sizeof(Arena))
     carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, n, m, n_p, K.n_tau)
     carve_factors(&arena, &f)
@@ -563,7 +585,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         memcpy(gacc, &carry[nx + 2 * n], n_p * sizeof(double))
     with nogil:
         set_state(&x1, &tr, N)
-        tau_at(km, &x1, &f, N, tau[1])
+        tau_at(km, &x1, &f, N, tau[1], reads)
         prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
@@ -576,7 +598,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             if pivot != 0:
                 break
             set_state(&x0, &tr, i - 1)
-            tau_at(km, &x0, &f, i - 1, tau[0])
+            tau_at(km, &x0, &f, i - 1, tau[0], reads)
             adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, wb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0

@@ -23,6 +23,7 @@ cdef extern from "symdae_kernels.h":
         SYMDAE_RESIDUAL_MAGNITUDE
         SYMDAE_JACOBIANS
         SYMDAE_PARAM_JACOBIANS
+        SYMDAE_OUTPUT_JACOBIANS
         SYMDAE_STATE_JVP
         SYMDAE_PARAM_JVP
         SYMDAE_OUTPUT_JVP
@@ -45,6 +46,7 @@ cdef extern from "symdae_kernels.h":
         int out_size
         int w_size
         int accumulate
+        int tau             # the time terms it reads: 1 forward, 2 sensitivity (bits)
 
     ctypedef struct symdae_model:
         int abi_version

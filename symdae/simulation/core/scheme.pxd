@@ -113,6 +113,30 @@ cdef inline void time_terms(const symdae_model* km, symdae_args* x, double* tau,
         call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, tau)
 
 
+cdef enum:
+    TAU_FORWARD = 1         # bits of symdae_kernel_entry.tau
+    TAU_SENSITIVITY = 2
+
+
+cdef inline int tau_reads(const symdae_model* km, const int* kernels, int count) noexcept nogil:
+    """The time terms (TAU_* bits) that the given kernels read."""
+    cdef int k, reads = 0
+    for k in range(count):
+        reads |= km.kernel[kernels[k]].tau
+    return reads
+
+
+cdef inline void time_terms_for(const symdae_model* km, symdae_args* x, double* tau,
+                                int reads) noexcept nogil:
+    """Evaluate the time terms of x that ``reads`` (TAU_* bits) asks for into tau and point
+    x.tau at them (a sweep asks for those its kernels read: the others stay unset)."""
+    x.tau = tau
+    if reads & TAU_FORWARD:
+        call(km, SYMDAE_TIME_TERMS, x, NULL, tau)
+    if reads & TAU_SENSITIVITY:
+        call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, tau)
+
+
 # ---------------------------------------------------------------------------- workspace
 # A sweep lays out its work buffers in one function that takes them from an Arena. It runs twice:
 # once on a counting arena (no memory: every pointer is NULL) to learn the sizes, then on the

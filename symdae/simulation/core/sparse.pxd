@@ -18,6 +18,7 @@
 # B, the factors, is stored densely (n+m)^2 (unit lower L below the diagonal, U on and above),
 # so a stored factorisation is one matrix per step as before; piv has n+m+1 entries, the last
 # one saying which kind it is.
+cimport cython
 from libc.math cimport fabs
 from libc.string cimport memcpy, memset
 
@@ -356,3 +357,41 @@ cdef inline void apply_t(const SparseLU* a, const double* B, const int* piv,
         solve_t(a, B, b)
     else:
         lu_solve_t(B, piv, b, a.N)
+
+
+@cython.cdivision(True)        # the pivots are nonzero: no division check in the loops
+cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, double* b,
+                            int nd, double* x) noexcept nogil:
+    """b <- K^{-1} b for nd right-hand sides stored by row (entry k of right-hand side d at
+    b[k * nd + d]); x: N nd scratch. The loops over the right-hand sides are innermost, and
+    each takes the same operations whatever nd is (apply()'s, but for a multiplication by the
+    pivot's reciprocal where apply() divides)."""
+    cdef int i, k, e, d, N = a.N, j
+    cdef double l
+    if piv[N] != SPARSE:
+        for d in range(nd):
+            for k in range(N):
+                x[k] = b[k * nd + d]
+            lu_solve(B, piv, x, N)
+            for k in range(N):
+                b[k * nd + d] = x[k]
+        return
+    for k in range(N):
+        memcpy(x + k * nd, b + a.pr[k] * nd, nd * sizeof(double))
+    for k in range(N):
+        for e in range(a.lptr[k], a.lptr[k + 1]):
+            i = a.lidx[e]
+            l = B[i * N + k]
+            for d in range(nd):      # apply() skips x[k] = 0: the same numbers (K is finite)
+                x[i * nd + d] -= l * x[k * nd + d]
+    for k in range(N - 1, -1, -1):
+        for e in range(a.uptr[k], a.uptr[k + 1]):
+            j = a.uidx[e]
+            l = B[k * N + j]
+            for d in range(nd):
+                x[k * nd + d] -= l * x[j * nd + d]
+        l = 1.0 / B[k * N + k]
+        for d in range(nd):
+            x[k * nd + d] *= l
+    for k in range(N):
+        memcpy(b + a.pc[k] * nd, x + k * nd, nd * sizeof(double))

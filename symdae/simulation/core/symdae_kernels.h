@@ -9,13 +9,13 @@
  * Kernels never write structural zeros: the caller zeroes each output buffer once.
  *
  * Every kernel reads x->tau, the hoisted (t, p, u)-only terms: before calling kernels at a new
- * (t, u) the caller runs SYMDAE_TIME_TERMS (and, for derivative kernels,
- * SYMDAE_TIME_TERMS_SENSITIVITY) into the tau buffer of length n_tau.
+ * (t, u) the caller runs SYMDAE_TIME_TERMS and/or SYMDAE_TIME_TERMS_SENSITIVITY into the tau
+ * buffer of length n_tau, as the `tau` field of the kernels it calls says.
  */
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 8
+#define SYMDAE_ABI_VERSION 9
 
 typedef struct {
     double t;
@@ -31,6 +31,7 @@ typedef enum {
     SYMDAE_RESIDUAL_MAGNITUDE,
     SYMDAE_JACOBIANS,
     SYMDAE_PARAM_JACOBIANS,
+    SYMDAE_OUTPUT_JACOBIANS,
     SYMDAE_STATE_JVP,
     SYMDAE_PARAM_JVP,
     SYMDAE_OUTPUT_JVP,
@@ -54,6 +55,8 @@ typedef struct {
     int out_size;     /* entries of out it writes (its blocks, see the kernel spec) */
     int w_size;       /* entries of w it reads */
     int accumulate;   /* 1: adds to out, 0: assigns */
+    int tau;          /* the time terms it reads: 1 the forward ones (SYMDAE_TIME_TERMS), 2 the
+                         sensitivity ones (SYMDAE_TIME_TERMS_SENSITIVITY), 3 both, 0 none */
 } symdae_kernel_entry;
 
 typedef struct {

@@ -1,4 +1,4 @@
-# One step i -> i+1 of the tangent-linear (forward sensitivity) sweep, for one direction.
+# One step i -> i+1 of the tangent-linear (forward sensitivity) sweep, for all directions at once.
 #
 # Differentiating R(x_{i+1}, x_i, p) = 0 along a parameter direction dp (scheme.pxd), with
 #   dqhat = dq_i + h dv_i + ca dw_i + cq da_i,  dvhat = dv_i + cv1 dw_i + cvq da_i,
@@ -6,85 +6,273 @@
 #   dw_{i+1} = ry da_{i+1} + rp da_i:
 #   K_{i+1} (da, dlam)_{i+1} = -rhs,
 #   rhs_dyn = cM dMa_{i+1} + dg_{i+1} - ap dg_i,   rhs_con = dC_{i+1} / s,
-# where (dMa, dg, dC)_{i+1} = state_jvp(x_{i+1}; dqhat, dvhat, 0) + param_jvp(x_{i+1}; dp) and
-# dg_i = state_jvp(x_i; dq_i, dv_i, dlam_i) + param_jvp(x_i; dp). Every product with a Jacobian
-# block is a generated sparse kernel; the solve reuses the step's factorisation of K_{i+1}.
+# where (dMa, dg, dC)_{i+1} = J_{i+1} (dqhat, dvhat, 0) + P_{i+1} dp and
+# dg_i = J_G,i dq_i + G_V,i dv_i + C_q,i^T dlam_i + P_G,i dp (J: the state Jacobian blocks, P: the
+# parameter ones, kernels.py). The output tangent is ds = S_x dx + S_p dp.
+#
+# The cost per step must not grow with the number of directions by more than the flops of the
+# products: the Jacobian blocks at a state are evaluated once (the dense jacobians,
+# param_jacobians and output_jacobians kernels, which never write their structural zeros) and
+# kept for the next step, where the state is x_i; each product of a block with all directions is
+# a loop over the block's written entries (a Product, found once per sweep by filling the
+# buffers with sentinel() before the first call); the step's factorisation of K_{i+1} solves
+# every direction's right-hand side.
 
 from libc.string cimport memset
 
-from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_JVP,
-                                     SYMDAE_PARAM_JVP, SYMDAE_OUTPUT_JVP)
-from symdae.simulation.core.scheme cimport Scheme, predictor, recursion, call
-from symdae.simulation.core.sparse cimport SparseLU, apply
+from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_JACOBIANS,
+                                     SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS)
+from symdae.simulation.core.scheme cimport Scheme, Arena, take, take_int, predictor, recursion, call
+from symdae.simulation.core.sparse cimport SparseLU, apply_many, sentinel
+
+
+cdef struct Product:
+    # y[d, row[e]] += coef[e] * vals[at[e]] * x[d, col[e]] over the entries e, for every
+    # direction d (vals: a kernel's output buffer)
+    int* row
+    int* col
+    int* at
+    double* coef
+    int nnz
+
+
+cdef enum:
+    NEW_STATE = 0      # rhs from J_{i+1} (dqhat, dvhat)
+    NEW_PARAMS = 1     # rhs from P_{i+1} dp
+    OLD_STATE = 2      # rhs from J_i (dq, dv, dlam): -ap dg_i
+    OLD_PARAMS = 3     # rhs from P_i dp: -ap P_G,i dp
+    OUT_STATE = 4      # ds from S_x dx
+    OUT_PARAMS = 5     # ds from S_p dp
+    N_PRODUCTS = 6
 
 
 cdef struct TangentWork:
-    double* w        # weights: (dq, dv, dlam) for state_jvp, (dx, dp) for output_jvp
-    double* r1       # (dMa, dg, dC) at x_{i+1} (2n + m)
-    double* r0       # ... at x_i
-    double* rhs      # (nm)
-    double* dqh      # dqhat, dvhat (n each)
-    double* dvh
+    # every per-direction buffer holds its entries by row: entry k of direction d at k nd + d,
+    # so that the loops over the directions are innermost and contiguous
+    double* J[2]     # jacobians at x_i, x_{i+1} (3n^2 + mn)
+    double* P[2]     # param_jacobians at x_i, x_{i+1} ((2n + m) n_p)
+    double* S        # output_jacobians at the current state (n_s (3n + m + n_p))
+    double* D        # the directions (n_p x nd)
+    double* T[2]     # the tangents of x_i, x_{i+1}: (dq, dv, da, dlam, dw) ((4n + m) x nd)
+    double* xnew     # (dqhat, dvhat) (2n x nd)
+    double* rhs      # (n + m) x nd
+    double* ds       # n_s x nd
+    double* scratch  # (n + m) x nd, for the solves
+    int* used        # (n_p) 1 where a direction moves the parameter
+    Product prod[N_PRODUCTS]
 
 
-cdef inline void tangent_step(const symdae_model* km, const symdae_args* x1,
-                              const symdae_args* x0, const Scheme* c, TangentWork* w,
-                              const SparseLU* lu, const double* LU, const int* piv,
-                              const double* dp,
-                              const double* p1, const double* p0,
-                              const double* dq, const double* dv, const double* dw,
-                              const double* da, const double* dl, double* dq1, double* dv1,
-                              double* dw1, double* da1, double* dl1) noexcept nogil:
-    """(dq, dv, dw, da, dlam)_{i+1} from (...)_i along dp (dw may be da, dw1 da1: hht-paper).
-    p1, p0: param_jvp(x_{i+1}; dp) and param_jvp(x_i; dp), which the sweep computes once per
-    state and keeps for the next step."""
-    cdef int n = km.n, m = km.m, nm = km.n + km.m, nr = 2 * km.n + km.m, k
-    predictor(c, dq, dv, dw, da, w.dqh, w.dvh, n)
-    for k in range(nr):
-        w.r1[k] = p1[k]
-    for k in range(n):
-        w.w[k] = w.dqh[k]
-        w.w[n + k] = w.dvh[k]
-    for k in range(m):
-        w.w[2 * n + k] = 0.0
-    call(km, SYMDAE_STATE_JVP, x1, w.w, w.r1)
-    for k in range(n):
-        w.rhs[k] = c.cM * w.r1[k] + w.r1[n + k]
-    for k in range(m):
-        w.rhs[n + k] = w.r1[2 * n + k] / c.s
+cdef struct Tangents:
+    # the tangents of one state in the sweep's arrays, (nd, size) each: direction d's row at
+    # base + d * stride (sizes >= 1)
+    double* q
+    double* v
+    double* a
+    double* lam
+    double* w        # may be a: hht-paper's w is a
+    int sn, sm
+
+
+cdef inline void carve_tangent_work(Arena* a, TangentWork* w, int n, int m, int n_p, int n_s,
+                                    int nd) noexcept nogil:
+    cdef int k
+    for k in range(2):
+        w.J[k] = take(a, 3 * n * n + m * n)
+        w.P[k] = take(a, (2 * n + m) * n_p)
+        w.T[k] = take(a, (4 * n + m) * nd)
+    w.S = take(a, n_s * (3 * n + m + n_p))
+    w.D = take(a, n_p * nd)
+    w.xnew = take(a, 2 * n * nd)
+    w.rhs = take(a, (n + m) * nd)
+    w.ds = take(a, n_s * nd)
+    w.scratch = take(a, (n + m) * nd)
+    w.used = take_int(a, n_p)
+
+
+cdef inline void carve_products(Arena* a, TangentWork* w) noexcept nogil:
+    """The entry lists of the products, sized by a counting pass of collect_products."""
+    cdef int k
+    for k in range(N_PRODUCTS):
+        w.prod[k].row = take_int(a, w.prod[k].nnz)
+        w.prod[k].col = take_int(a, w.prod[k].nnz)
+        w.prod[k].at = take_int(a, w.prod[k].nnz)
+        w.prod[k].coef = take(a, w.prod[k].nnz)
+
+
+cdef inline void block(Product* P, const double* vals, int start, int rows, int cols, int row0,
+                       int col0, double coef, bint transpose, const int* keep) noexcept nogil:
+    """Add the written entries (r, k) of the row-major rows x cols block at vals + start as
+    y row row0 + r, x column col0 + k (transposed: y row row0 + k, x column col0 + r), only
+    the columns k with keep[k] != 0 unless keep is NULL. Only counts while P's lists are
+    NULL."""
+    cdef int r, k, at, e
+    for r in range(rows):
+        for k in range(cols):
+            at = start + r * cols + k
+            if vals[at] == sentinel() or (keep != NULL and keep[k] == 0):
+                continue
+            e = P.nnz
+            P.nnz += 1
+            if P.row == NULL:
+                continue
+            P.row[e] = row0 + k if transpose else row0 + r
+            P.col[e] = col0 + r if transpose else col0 + k
+            P.at[e] = at
+            P.coef[e] = coef
+
+
+cdef inline void written_entries(const symdae_model* km, const symdae_args* x,
+                                 TangentWork* w) noexcept nogil:
+    """The blocks at x into w.J[0], w.P[0], w.S, with sentinel() where a kernel writes nothing."""
+    cdef int k, j
+    cdef int ids[3]
+    cdef double* bufs[3]
+    ids[0] = SYMDAE_JACOBIANS
+    ids[1] = SYMDAE_PARAM_JACOBIANS
+    ids[2] = SYMDAE_OUTPUT_JACOBIANS
+    bufs[0] = w.J[0]
+    bufs[1] = w.P[0]
+    bufs[2] = w.S
+    for k in range(3):
+        for j in range(km.kernel[ids[k]].out_size):
+            bufs[k][j] = sentinel()
+        call(km, ids[k], x, NULL, bufs[k])
+
+
+cdef inline void collect_products(const symdae_model* km, const Scheme* c, TangentWork* w,
+                                  const double* DT, int ldp, int nd) noexcept nogil:
+    """The directions DT (nd rows, ldp apart) into w.D, and the entry lists of every product
+    from the structure written_entries left in w (a counting pass while the lists are NULL);
+    the parameter blocks only in the columns that a direction moves."""
+    cdef int n = km.n, m = km.m, n_p = km.n_p, n_s = km.n_s, nx = 3 * km.n + km.m, k, d
+    cdef const double* J = w.J[0]
+    cdef const double* P = w.P[0]
+    cdef const int* u = w.used
+    for k in range(N_PRODUCTS):
+        w.prod[k].nnz = 0
+    for k in range(n_p):
+        w.used[k] = 0
+        for d in range(nd):
+            if w.D != NULL:
+                w.D[k * nd + d] = DT[d * ldp + k]
+            if DT[d * ldp + k] != 0.0:
+                w.used[k] = 1
+    # J = [J_M; J_G; G_V; C_q] (row-major blocks), x = (dqhat, dvhat), y = rhs
+    block(&w.prod[NEW_STATE], J, 0, n, n, 0, 0, c.cM, False, NULL)
+    block(&w.prod[NEW_STATE], J, n * n, n, n, 0, 0, 1.0, False, NULL)
+    block(&w.prod[NEW_STATE], J, 2 * n * n, n, n, 0, n, 1.0, False, NULL)
+    block(&w.prod[NEW_STATE], J, 3 * n * n, m, n, n, 0, 1.0 / c.s, False, NULL)
+    # P = [P_M; P_G; P_C], x = dp
+    block(&w.prod[NEW_PARAMS], P, 0, n, n_p, 0, 0, c.cM, False, u)
+    block(&w.prod[NEW_PARAMS], P, n * n_p, n, n_p, 0, 0, 1.0, False, u)
+    block(&w.prod[NEW_PARAMS], P, 2 * n * n_p, m, n_p, n, 0, 1.0 / c.s, False, u)
     if c.ap != 0.0:
-        for k in range(nr):
-            w.r0[k] = p0[k]
-        for k in range(n):
-            w.w[k] = dq[k]
-            w.w[n + k] = dv[k]
-        for k in range(m):
-            w.w[2 * n + k] = dl[k]
-        call(km, SYMDAE_STATE_JVP, x0, w.w, w.r0)
-        for k in range(n):
-            w.rhs[k] -= c.ap * w.r0[n + k]
-    apply(lu, LU, piv, w.rhs)
-    for k in range(n):
-        da1[k] = -w.rhs[k]
-        dq1[k] = w.dqh[k] - c.s * w.rhs[k]
-        dv1[k] = w.dvh[k] - c.gh * w.rhs[k]
-    for k in range(m):
-        dl1[k] = -w.rhs[n + k]
-    recursion(c, da1, da, dw1, n)
+        # x = the tangents of x_i (dq, dv, da, dlam, dw): -ap (J_G dq + G_V dv + C_q^T dlam
+        # + P_G dp)
+        block(&w.prod[OLD_STATE], J, n * n, n, n, 0, 0, -c.ap, False, NULL)
+        block(&w.prod[OLD_STATE], J, 2 * n * n, n, n, 0, n, -c.ap, False, NULL)
+        block(&w.prod[OLD_STATE], J, 3 * n * n, m, n, 0, 3 * n, -c.ap, True, NULL)
+        block(&w.prod[OLD_PARAMS], P, n * n_p, n, n_p, 0, 0, -c.ap, False, u)
+    # x = the tangents (dq, dv, da, dlam, ...), y = ds
+    block(&w.prod[OUT_STATE], w.S, 0, n_s, nx, 0, 0, 1.0, False, NULL)
+    block(&w.prod[OUT_PARAMS], w.S, n_s * nx, n_s, n_p, 0, 0, 1.0, False, u)
 
 
-cdef inline void output_tangent(const symdae_model* km, const symdae_args* x, double* wbuf,
-                                const double* dq, const double* dv, const double* da,
-                                const double* dl, const double* dp, double* ds) noexcept nogil:
-    """ds = ds/dx dx + ds/dp dp at x (output_jvp, weights (dx, dp))."""
-    cdef int n = km.n, m = km.m, k
-    for k in range(n):
-        wbuf[k] = dq[k]
-        wbuf[n + k] = dv[k]
-        wbuf[2 * n + k] = da[k]
-    for k in range(m):
-        wbuf[3 * n + k] = dl[k]
-    for k in range(km.n_p):
-        wbuf[3 * n + m + k] = dp[k]
-    memset(ds, 0, km.n_s * sizeof(double))
-    call(km, SYMDAE_OUTPUT_JVP, x, wbuf, ds)
+cdef inline void product(const Product* P, const double* vals, const double* x, double* y,
+                         int nd) noexcept nogil:
+    """y += P(vals) x for the nd directions (x, y by row: entry k of direction d at k nd + d)."""
+    cdef int e, d
+    cdef double a
+    cdef double* yr
+    cdef const double* xr
+    for e in range(P.nnz):
+        a = P.coef[e] * vals[P.at[e]]
+        yr = y + P.row[e] * nd
+        xr = x + P.col[e] * nd
+        for d in range(nd):
+            yr[d] += a * xr[d]
+
+
+cdef inline void state_blocks(const symdae_model* km, const symdae_args* x, double* J, double* P,
+                              double* S) noexcept nogil:
+    """The Jacobian blocks at x (the written entries of J, P, S; the rest is never read)."""
+    call(km, SYMDAE_JACOBIANS, x, NULL, J)
+    call(km, SYMDAE_PARAM_JACOBIANS, x, NULL, P)
+    call(km, SYMDAE_OUTPUT_JACOBIANS, x, NULL, S)
+
+
+cdef inline void by_row(double* T, const double* X, int stride, int size, int nd) noexcept nogil:
+    """T[k nd + d] = X[d stride + k]: nd vectors of length size into by-row storage."""
+    cdef int k, d
+    for d in range(nd):
+        for k in range(size):
+            T[k * nd + d] = X[d * stride + k]
+
+
+cdef inline void by_direction(double* X, const double* T, int stride, int size,
+                              int nd) noexcept nogil:
+    """X[d stride + k] = T[k nd + d] (the inverse of by_row)."""
+    cdef int k, d
+    for d in range(nd):
+        for k in range(size):
+            X[d * stride + k] = T[k * nd + d]
+
+
+cdef inline void load_tangents(const symdae_model* km, const Tangents* t, double* T,
+                               int nd) noexcept nogil:
+    """The sweep's tangents t into T (dq, dv, da, dlam, dw by row)."""
+    cdef int n = km.n, m = km.m
+    by_row(T, t.q, t.sn, n, nd)
+    by_row(T + n * nd, t.v, t.sn, n, nd)
+    by_row(T + 2 * n * nd, t.a, t.sn, n, nd)
+    by_row(T + 3 * n * nd, t.lam, t.sm, m, nd)
+    by_row(T + (3 * n + m) * nd, t.w, t.sn, n, nd)
+
+
+cdef inline void store_tangents(const symdae_model* km, const double* T, const Tangents* t,
+                                int nd) noexcept nogil:
+    """T (dq, dv, da, dlam, dw by row) into the sweep's tangents t."""
+    cdef int n = km.n, m = km.m
+    by_direction(t.q, T, t.sn, n, nd)
+    by_direction(t.v, T + n * nd, t.sn, n, nd)
+    by_direction(t.a, T + 2 * n * nd, t.sn, n, nd)
+    by_direction(t.lam, T + 3 * n * nd, t.sm, m, nd)
+    if t.w != t.a:
+        by_direction(t.w, T + (3 * n + m) * nd, t.sn, n, nd)
+
+
+cdef inline void tangent_step(const symdae_model* km, const Scheme* c, TangentWork* w,
+                              const SparseLU* lu, const double* LU, const int* piv,
+                              int nd) noexcept nogil:
+    """w.T[1], the tangents of x_{i+1}, from w.T[0], those of x_i, along the nd directions
+    w.D, with w.J[1], w.P[1] at x_{i+1} and w.J[0], w.P[0] at x_i."""
+    cdef int n = km.n, m = km.m, k, nn = km.n * nd
+    cdef double* T0 = w.T[0]
+    cdef double* T1 = w.T[1]
+    cdef double* b = w.rhs
+    cdef int q = 0, v = nn, a = 2 * nn, lam = 3 * nn, wa = (3 * km.n + km.m) * nd
+    predictor(c, T0 + q, T0 + v, T0 + wa, T0 + a, w.xnew, w.xnew + nn, nn)
+    memset(b, 0, (n + m) * nd * sizeof(double))
+    product(&w.prod[NEW_STATE], w.J[1], w.xnew, b, nd)
+    product(&w.prod[NEW_PARAMS], w.P[1], w.D, b, nd)
+    if c.ap != 0.0:
+        product(&w.prod[OLD_STATE], w.J[0], T0, b, nd)
+        product(&w.prod[OLD_PARAMS], w.P[0], w.D, b, nd)
+    apply_many(lu, LU, piv, b, nd, w.scratch)
+    for k in range(nn):
+        T1[a + k] = -b[k]
+        T1[q + k] = w.xnew[k] - c.s * b[k]
+        T1[v + k] = w.xnew[nn + k] - c.gh * b[k]
+    for k in range(m * nd):
+        T1[lam + k] = -b[nn + k]
+    recursion(c, T1 + a, T0 + a, T1 + wa, nn)
+
+
+cdef inline void output_tangents(const symdae_model* km, TangentWork* w, const double* T,
+                                 int nd, double* ds, int lds) noexcept nogil:
+    """ds[d] (rows lds apart) = S_x dx + S_p dp along direction d, at the state whose
+    tangents T holds and whose blocks w.S holds."""
+    memset(w.ds, 0, km.n_s * nd * sizeof(double))
+    product(&w.prod[OUT_STATE], w.S, T, w.ds, nd)
+    product(&w.prod[OUT_PARAMS], w.S, w.D, w.ds, nd)
+    by_direction(ds, w.ds, lds, km.n_s, nd)
