@@ -18,6 +18,11 @@ class Cost:
     def evaluate(self, system, traj):  # pragma: no cover - interface
         raise NotImplementedError
 
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """(bytes per grid point, bytes in all) of the arrays one evaluation on ``scenario``
+        allocates beside the trajectory: dJ/dS here; costs that build more say so."""
+        return 8 * sizes.n_s, 0
+
     def __add__(self, other: "Cost") -> "CostSum":
         return CostSum([self, other])
 
@@ -42,6 +47,11 @@ class CostSum(Cost):
         self.costs = []
         for c in costs:
             self.costs.extend(c.costs if isinstance(c, CostSum) else [c])
+
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """The sum's dJ/dS beside the largest term's (the terms are evaluated in turn)."""
+        parts = [c.memory(sizes, scenario) for c in self.costs]
+        return 8 * sizes.n_s + max(p[0] for p in parts), sum(p[1] for p in parts)
 
     def evaluate(self, system, traj):
         J, dS = 0.0, np.zeros((len(traj.t), system.sizes.n_s))
