@@ -12,7 +12,7 @@ from ..simulation.backends.base import SCHEMES
 from .inputs import parse_input
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load",
-           "check_names", "OUTPUT_FILES"]
+           "check_names", "OUTPUT_FILES", "identify_estimate"]
 
 # the files each command writes into its output folder (every --domain of identify): a rerun
 # removes its command's old ones first, so a folder never mixes two runs' outputs
@@ -170,3 +170,27 @@ def load(args):
     # verbose: a cold build says what it does (derive, generate, compile); a cached one is quiet
     system = compile_model(model, cache_dir=args.cache_dir, verbose=True)
     return model, ns, system, scenario, out
+
+
+def identify_estimate(system, scenario, costs, free, method: str, *, statistics: bool = True,
+                      data_h: float | None = None, name: str = "experiment"):
+    """The memory of an ``identify`` command, checkable before its synthetic data are made:
+    the largest of the data's run (at ``data_h``) with its samples, each identification (one
+    per cost; the costs may hold stand-in data: what they allocate does not depend on it) and
+    the two runs (start, identified) its fit plot draws."""
+    from ..identification.experiment import Experiment
+    from ..identification.identify import choose_method, identification_estimate
+    from ..simulation.memory import MemoryEstimate, forward_bytes, largest
+
+    sz, points = system.sizes, scenario.n_steps + 1
+    shrink = "a larger --h or a shorter --t-end"
+    data_sc = scenario.replace(h=data_h) if data_h else scenario
+    phases = [MemoryEstimate("the synthetic data", data_sc.n_steps + 1,
+                             forward_bytes(sz, scenario.scheme) + 8 * (1 + sz.n_s), 0, shrink),
+              MemoryEstimate("the runs of the fit plot", points,
+                             2 * forward_bytes(sz, scenario.scheme), 0, shrink)]
+    for cost in costs:
+        exp = Experiment(system, cost, scenario, name=name)
+        chosen = choose_method(exp, free)[0] if method == "auto" else method
+        phases.append(identification_estimate(exp, len(free), chosen, statistics))
+    return largest(*phases)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..atomic import write_text
 from ..threads import pool as threads_pool
-from .common import assignment, load, number_range
+from .common import assignment, identify_estimate, load, number_range
 
 __all__ = ["add_frequency_options", "identify_in_frequency_domain", "cost_grid", "CostGrid",
            "grid_axis", "FrequencyProblem"]
@@ -174,6 +174,7 @@ def _problem(args) -> FrequencyProblem:
     the experiment, from the arguments and the model file."""
     from ..costs.fourier import Window
     from ..costs.frequency import FourierCost
+    from ..costs.time_domain import LeastSquares
     from ..data.measurement import Measurement
     from ..errors import InputError, UnknownNameError
     from ..identification.experiment import Experiment
@@ -201,6 +202,15 @@ def _problem(args) -> FrequencyProblem:
                          "(the DFT rule) or 'trapezoid'")
     span = args.window_span or (scenario.t0, scenario.t_end)
     window = Window.over_band(span[0], span[1], band[0], band[1], shape=args.window)
+    # before the synthetic data: the costs with stand-in amplitudes (what they allocate does
+    # not depend on them), and the time-domain contrast
+    stand_in = [sum(FourierCost(o, window, np.ones(len(window.lines)),
+                                quadrature=args.quadrature) for o in outputs)]
+    if not args.no_contrast:
+        stand_in.append(LeastSquares({o: None for o in outputs}, outputs))
+    identify_estimate(system, scenario, stand_in, free, args.method or "BFGS",
+                      data_h=args.data_h if args.data is None else None,
+                      name=f"{model.name}-frequency").check()
 
     truth = None
     if args.data is not None:
