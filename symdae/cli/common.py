@@ -177,7 +177,7 @@ def identify_estimate(system, scenario, costs, free, method: str, *, statistics:
     """The memory of an ``identify`` command, checkable before its synthetic data are made:
     the largest of the data's run (at ``data_h``) with its samples, each identification (one
     per cost; the costs may hold stand-in data: what they allocate does not depend on it) and
-    the two runs (start, identified) its fit plot draws."""
+    the two runs (start, identified) its fit plot draws, with a cost evaluated on one."""
     from ..identification.experiment import Experiment
     from ..identification.identify import choose_method, identification_estimate
     from ..simulation.memory import MemoryEstimate, forward_bytes, largest
@@ -188,7 +188,8 @@ def identify_estimate(system, scenario, costs, free, method: str, *, statistics:
     phases = [MemoryEstimate("the synthetic data", data_sc.n_steps + 1,
                              forward_bytes(sz, scenario.scheme) + 8 * (1 + sz.n_s), 0, shrink),
               MemoryEstimate("the runs of the fit plot", points,
-                             2 * forward_bytes(sz, scenario.scheme), 0, shrink)]
+                             2 * forward_bytes(sz, scenario.scheme)
+                             + max(c.memory(sz, scenario)[0] for c in costs), 0, shrink)]
     for cost in costs:
         exp = Experiment(system, cost, scenario, name=name)
         chosen = choose_method(exp, free)[0] if method == "auto" else method
