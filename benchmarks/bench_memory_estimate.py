@@ -13,8 +13,14 @@ happens before tracing. The commands:
   symdae.cli.simulate.simulate_estimate.
 * identify GN / L-BFGS-B: ``symdae.identify`` (two iterations and the statistics) on a
   LeastSquares fit of synthetic data; identification_estimate.
+* symdae identify: the command (synthetic data written to data.csv, Gauss-Newton, two
+  iterations, the statistics, report.json and the plots with the start and identified runs);
+  symdae.cli.common.identify_estimate, which it checks before the synthetic data.
 * monte carlo: ``symdae.monte_carlo`` (two runs, one at a time); monte_carlo_estimate.
 * design: ``symdae.design_input`` (two iterations); design_estimate.
+* frequency: ``symdae.identify`` (BFGS) with a FourierCost of eleven lines over the whole
+  record (its Fourier map, two rows of every line over every sample, outweighs the
+  trajectory); identification_estimate, which counts the map.
 * orders: ``symdae.identify`` (L-BFGS-B) with an OrderCost on a run-up (orders 1 and 2, a
   speed point every 60 rpm); identification_estimate, which counts the cost's Fourier map.
 * POD: ``symdae.identify`` with a PODCost (measured basis; the simulated basis on the beam);
@@ -23,6 +29,8 @@ happens before tracing. The commands:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 import tempfile
 import time
@@ -34,8 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import symdae  # noqa: E402
+from symdae.cli.common import identify_estimate  # noqa: E402
+from symdae.cli.main import main as symdae_main  # noqa: E402
 from symdae.cli.simulate import simulate_estimate  # noqa: E402
+from symdae.costs.fourier import Window  # noqa: E402
+from symdae.costs.frequency import FourierCost  # noqa: E402
 from symdae.costs.orders import OrderAnalysis, OrderCost, RunUp  # noqa: E402
+from symdae.costs.time_domain import LeastSquares  # noqa: E402
 from symdae.data.measurement import Measurement  # noqa: E402
 from symdae.design.driver import design_estimate  # noqa: E402
 from symdae.identification.identify import identification_estimate  # noqa: E402
@@ -48,10 +61,11 @@ IDENTIFY = (("oscillator", ["c", "d"]), ("engine_mount", None), ("two_mass_oscil
 DESIGN = ("two_mass_oscillator", "cart_pendulum", "cart_pendulum_redundant")
 ORDERS = (("oscillator", ["c", "d"], "q"), ("engine_mount", ["cE1", "dE"], "a1"),
           ("two_mass_oscillator", ["c2"], "x2"))
+FREQUENCY = ORDERS
 POD = (("oscillator", ["c", "d"], None, "measured"),
        ("slider_crank", ["k", "d"], (1, 2), "measured"),
        ("flexible_beam", None, (1, 2), "simulated"))
-COMMANDS = ("simulate", "identify", "monte_carlo", "design", "orders", "pod")
+COMMANDS = ("simulate", "identify", "identify_cli", "monte_carlo", "design", "frequency", "orders", "pod")
 
 
 def traced(run) -> int:
@@ -109,6 +123,28 @@ def bench_identify(points: int, folder: Path):
                 exp, free, start, method=method, max_iterations=2, progress=False))
 
 
+def bench_identify_cli(points: int, folder: Path):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        symdae_main(["identify", "oscillator", "--free", "c,d", "--t-end", "0.5", "--quiet",
+                     "--out-dir", str(folder / "warm")])     # Matplotlib's import, once
+    for name, free in IDENTIFY:
+        model, ns, system, sc = lengthened(name, points)
+        free = free or list(ns["FREE"])
+        outputs = list(ns.get("OUTPUTS") or model.output_names)
+        stand_in = LeastSquares({o: None for o in outputs}, outputs)
+        estimate = identify_estimate(system, sc, [stand_in], free, "auto",
+                                     signals=len(outputs)).total
+        starts = [x for k, v in start_values(model, free).items()
+                  for x in ("--start", f"{k}={v!r}")]
+        argv = ["identify", name, "--free", ",".join(free), "--t-end", repr(sc.t_end),
+                *starts, "--max-iterations", "2", "--noise", "1e-3", "--quiet",
+                "--out-dir", str(folder / name)]
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            peak = traced(lambda: symdae_main(argv))
+        yield "symdae identify", name, estimate, peak
+
+
 def bench_monte_carlo(points: int, folder: Path):
     for name, free in IDENTIFY:
         model, system, sc, free, outputs, data = synthetic(name, points, free)
@@ -149,6 +185,20 @@ def bench_orders(points: int, folder: Path):
             exp, free, start, method="L-BFGS-B", max_iterations=2, progress=False))
 
 
+def bench_frequency(points: int, folder: Path):
+    for name, free, output in FREQUENCY:
+        model, ns, system, sc = lengthened(name, points)
+        length = sc.t_end - sc.t0
+        window = Window.over_band(sc.t0, sc.t_end, 10.0 / length, 20.0 / length)
+        data = Measurement.from_trajectory(system.simulate(sc), [output])
+        exp = symdae.Experiment(system, FourierCost(output, window, data,
+                                                    amplitude_scale="data"), sc)
+        start = start_values(model, free)
+        estimate = identification_estimate(exp, len(free), "BFGS").total
+        yield "frequency", name, estimate, traced(lambda: symdae.identify(
+            exp, free, start, method="BFGS", max_iterations=2, progress=False))
+
+
 def bench_pod(points: int, folder: Path):
     for name, free, modes, basis in POD:
         model, ns, system, sc = lengthened(name, points)
@@ -165,7 +215,9 @@ def bench_pod(points: int, folder: Path):
 
 
 BENCHES = {"simulate": bench_simulate, "identify": bench_identify,
-           "monte_carlo": bench_monte_carlo, "design": bench_design, "orders": bench_orders,
+           "identify_cli": bench_identify_cli,
+           "monte_carlo": bench_monte_carlo, "design": bench_design,
+           "frequency": bench_frequency, "orders": bench_orders,
            "pod": bench_pod}
 
 

@@ -172,12 +172,16 @@ def load(args):
     return model, ns, system, scenario, out
 
 
-def identify_estimate(system, scenario, costs, free, method: str, *, statistics: bool = True,
-                      data_h: float | None = None, name: str = "experiment"):
+def identify_estimate(system, scenario, costs, free, method: str, *, signals: int,
+                      statistics: bool = True, data_h: float | None = None,
+                      name: str = "experiment"):
     """The memory of an ``identify`` command, checkable before its synthetic data are made:
     the largest of the data's run (at ``data_h``) with its samples, each identification (one
     per cost; the costs may hold stand-in data: what they allocate does not depend on it) and
-    the two runs (start, identified) its fit plot draws, with a cost evaluated on one."""
+    the two runs (start, identified) its fit plot draws, with a cost evaluated on one; the
+    data (times and ``signals`` signals) are kept throughout."""
+    from dataclasses import replace
+
     from ..identification.experiment import Experiment
     from ..identification.identify import choose_method, identification_estimate
     from ..simulation.memory import MemoryEstimate, forward_bytes, largest
@@ -185,13 +189,15 @@ def identify_estimate(system, scenario, costs, free, method: str, *, statistics:
     sz, points = system.sizes, scenario.n_steps + 1
     shrink = "a larger --h or a shorter --t-end"
     data_sc = scenario.replace(h=data_h) if data_h else scenario
+    data = 8 * (1 + signals) * (data_sc.n_steps + 1) // points      # per grid point
     phases = [MemoryEstimate("the synthetic data", data_sc.n_steps + 1,
-                             forward_bytes(sz, scenario.scheme) + 8 * (1 + sz.n_s), 0, shrink),
+                             forward_bytes(sz, scenario.scheme) + 8 * (1 + signals), 0, shrink),
               MemoryEstimate("the runs of the fit plot", points,
-                             2 * forward_bytes(sz, scenario.scheme)
+                             data + 2 * forward_bytes(sz, scenario.scheme)
                              + max(c.memory(sz, scenario)[0] for c in costs), 0, shrink)]
     for cost in costs:
         exp = Experiment(system, cost, scenario, name=name)
         chosen = choose_method(exp, free)[0] if method == "auto" else method
-        phases.append(identification_estimate(exp, len(free), chosen, statistics))
+        est = identification_estimate(exp, len(free), chosen, statistics)
+        phases.append(replace(est, per_step=est.per_step + data))
     return largest(*phases)

@@ -209,7 +209,7 @@ def _problem(args) -> FrequencyProblem:
     if not args.no_contrast:
         stand_in.append(LeastSquares({o: None for o in outputs}, outputs))
     identify_estimate(system, scenario, stand_in, free, args.method or "BFGS",
-                      data_h=args.data_h if args.data is None else None,
+                      signals=len(outputs), data_h=args.data_h if args.data is None else None,
                       name=f"{model.name}-frequency").check()
 
     truth = None
@@ -219,12 +219,13 @@ def _problem(args) -> FrequencyProblem:
         model_error = dict(args.model_param or {})
     else:
         truth = {k: fixed.get(k, nominal[k]) for k in free}
-        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h),
-                                   params=fixed)
+        data_sc = scenario.replace(h=args.data_h or scenario.h)
+        true_run = system.simulate(data_sc, params=fixed)
         data = Measurement.from_trajectory(true_run, outputs)
+        del true_run        # its states are not needed beside the data
         data.to_csv(out / "data.csv")
         data_info = {"source": str(out / "data.csv"), "synthetic": True,
-                     "data_h": true_run.h, "true_values": truth}
+                     "data_h": data_sc.h, "true_values": truth}
         model_error = dict(ns.get("MODEL_ERROR", {}) if args.model_param is None
                            else args.model_param)
     for k in model_error:

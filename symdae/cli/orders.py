@@ -137,8 +137,8 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
                                        tracking=tracking, domain=domain)
     # stand-in amplitudes: what the cost allocates does not depend on them
     stand_in = OrderCost(output, analysis, np.ones((len(analysis.orders), analysis.n_speeds)))
-    identify_estimate(system, scenario, [stand_in], free, method, statistics=False,
-                      name=f"{model.name}-orders").check()
+    identify_estimate(system, scenario, [stand_in], free, method, signals=1,
+                      statistics=False, name=f"{model.name}-orders").check()
     truth = None
     if data is None:
         true_params = {**params, **dict(data_params or {})}
