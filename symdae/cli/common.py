@@ -145,6 +145,10 @@ def load(args):
 
     model, ns = load_model(args.model)
     check_names(args, model, ns)
+    data = getattr(args, "data", None)
+    if data is not None and not Path(data).is_file():
+        from ..errors import DataError
+        raise DataError(f"--data: data file {str(data)!r} does not exist")
     given = {k: v for k, v in (("t_end", args.t_end), ("t0", args.t0), ("h", args.h),
                                ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
