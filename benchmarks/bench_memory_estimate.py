@@ -65,7 +65,8 @@ FREQUENCY = ORDERS
 POD = (("oscillator", ["c", "d"], None, "measured"),
        ("slider_crank", ["k", "d"], (1, 2), "measured"),
        ("flexible_beam", None, (1, 2), "simulated"))
-COMMANDS = ("simulate", "identify", "identify_cli", "monte_carlo", "design", "frequency", "orders", "pod")
+COMMANDS = ("simulate", "identify", "identify_cli", "monte_carlo", "design", "frequency",
+            "orders", "pod")
 
 
 def traced(run) -> int:
@@ -169,20 +170,23 @@ def bench_design(points: int, folder: Path):
             start_input=d.get("start_input"), max_iterations=2, progress=False))
 
 
+def fit(label: str, name: str, model, system, sc, cost, free, method: str):
+    """(label, model, estimate, peak) of two iterations of ``identify`` with ``cost``."""
+    exp = symdae.Experiment(system, cost, sc)
+    start = start_values(model, free)
+    estimate = identification_estimate(exp, len(free), method).total
+    return label, name, estimate, traced(lambda: symdae.identify(
+        exp, free, start, method=method, max_iterations=2, progress=False))
+
+
 def bench_orders(points: int, folder: Path):
     for name, free, output in ORDERS:
         model, ns, system, sc = lengthened(name, points)
-        t_end = sc.t_end
-        runup = RunUp(600.0, 3000.0, sc.t0, t_end)
-        lo = 600.0 + 2400.0 * 0.1
-        analysis = OrderAnalysis.over_band(runup, (lo, 2700.0), 60.0, (1, 2))
+        runup = RunUp(600.0, 3000.0, sc.t0, sc.t_end)
+        analysis = OrderAnalysis.over_band(runup, (840.0, 2700.0), 60.0, (1, 2))
         data = Measurement.from_trajectory(system.simulate(sc), [output])
-        exp = symdae.Experiment(system, OrderCost(output, analysis, data,
-                                                  amplitude_scale="data"), sc)
-        start = start_values(model, free)
-        estimate = identification_estimate(exp, len(free), "L-BFGS-B").total
-        yield "orders", name, estimate, traced(lambda: symdae.identify(
-            exp, free, start, method="L-BFGS-B", max_iterations=2, progress=False))
+        cost = OrderCost(output, analysis, data, amplitude_scale="data")
+        yield fit("orders", name, model, system, sc, cost, free, "L-BFGS-B")
 
 
 def bench_frequency(points: int, folder: Path):
@@ -191,12 +195,8 @@ def bench_frequency(points: int, folder: Path):
         length = sc.t_end - sc.t0
         window = Window.over_band(sc.t0, sc.t_end, 10.0 / length, 20.0 / length)
         data = Measurement.from_trajectory(system.simulate(sc), [output])
-        exp = symdae.Experiment(system, FourierCost(output, window, data,
-                                                    amplitude_scale="data"), sc)
-        start = start_values(model, free)
-        estimate = identification_estimate(exp, len(free), "BFGS").total
-        yield "frequency", name, estimate, traced(lambda: symdae.identify(
-            exp, free, start, method="BFGS", max_iterations=2, progress=False))
+        cost = FourierCost(output, window, data, amplitude_scale="data")
+        yield fit("frequency", name, model, system, sc, cost, free, "BFGS")
 
 
 def bench_pod(points: int, folder: Path):
@@ -207,11 +207,7 @@ def bench_pod(points: int, folder: Path):
         data = Measurement.from_trajectory(system.simulate(sc), outputs)
         cost = symdae.PODCost(data, outputs, mode=list(modes or (1,)), basis=basis,
                               normalise=True)
-        exp = symdae.Experiment(system, cost, sc)
-        start = start_values(model, free)
-        estimate = identification_estimate(exp, len(free), "L-BFGS-B").total
-        yield f"pod ({basis})", name, estimate, traced(lambda: symdae.identify(
-            exp, free, start, method="L-BFGS-B", max_iterations=2, progress=False))
+        yield fit(f"pod ({basis})", name, model, system, sc, cost, free, "L-BFGS-B")
 
 
 BENCHES = {"simulate": bench_simulate, "identify": bench_identify,
