@@ -71,6 +71,8 @@ def small_memory(monkeypatch):
 @pytest.mark.parametrize("argv, what, shrink", [
     (["simulate", "oscillator", "--t-end", "10"], "the outputs of the run",
      "a larger --h or a shorter --t-end"),
+    (["simulate", "oscillator", "--t-end", "10", "--format", "npz"],
+     "the simulation and its outputs", "or --format csv or none (simulated in segments"),
     (["identify", "oscillator", "--free", "c,d", "--t-end", "10"],
      "(Gauss-Newton with 2 free parameters)", "method='L-BFGS-B' (its adjoint gradient is "
      "checkpointed)"),
