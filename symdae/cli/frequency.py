@@ -178,6 +178,7 @@ def _problem(args) -> FrequencyProblem:
     from ..data.measurement import Measurement
     from ..errors import InputError, UnknownNameError
     from ..identification.experiment import Experiment
+    from ..simulation.memory import MemoryEstimate, forward_bytes, largest
 
     model, ns, system, scenario, out = load(args)
     fixed = dict(args.param)
@@ -208,9 +209,19 @@ def _problem(args) -> FrequencyProblem:
                                 quadrature=args.quadrature) for o in outputs)]
     if not args.no_contrast:
         stand_in.append(LeastSquares({o: None for o in outputs}, outputs))
-    identify_estimate(system, scenario, stand_in, free, args.method or "BFGS",
-                      signals=len(outputs), data_h=args.data_h if args.data is None else None,
-                      name=f"{model.name}-frequency").check()
+    phases = [identify_estimate(system, scenario, stand_in, free, args.method or "BFGS",
+                                signals=len(outputs),
+                                data_h=args.data_h if args.data is None else None,
+                                name=f"{model.name}-frequency")]
+    if args.contour > 0 and len(free) == 2:    # a run and its cost on every worker at once
+        per, map_bytes = stand_in[0].memory(system.sizes, scenario)
+        workers = os.cpu_count() or 1
+        phases.append(MemoryEstimate(f"the contour grid, {workers} points at once",
+                                     scenario.n_steps + 1,
+                                     workers * (forward_bytes(system.sizes, scenario.scheme)
+                                                + per), map_bytes,
+                                     "a larger --h, a shorter --t-end or --contour 0"))
+    largest(*phases).check()
 
     truth = None
     if args.data is not None:

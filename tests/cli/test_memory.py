@@ -81,7 +81,7 @@ def small_memory(monkeypatch):
     (["identify", "flexible_beam", "--domain", "pod", "--modes", "3,4", "--basis",
       "simulated", "--t-end", "0.2"], "the runs of the fit plot",
      "a larger --h or a shorter --t-end"),
-    (["identify", "cart_pendula", "--domain", "frequency", "--t-end", "20"],
+    (["identify", "cart_pendula", "--domain", "frequency", "--t-end", "20", "--contour", "0"],
      "cart_pendula-frequency", "a larger h, a shorter run"),
     (["design", "two_mass_oscillator"], "the input design",
      "a larger h or a shorter t_end (--h, --t-end), or fewer free parameters"),
@@ -103,6 +103,21 @@ def test_every_command_refuses_a_run_that_does_not_fit_before_it_writes(
     assert what in err and re.search(REFUSAL, err) and shrink in err, err
     assert not any(out.iterdir())
     assert elapsed < 5.0, elapsed       # the model's load; no sweep (a fraction of a second)
+
+
+def test_the_contour_grid_counts_a_run_per_worker(tmp_path, capsys, small_memory,
+                                                  monkeypatch):
+    """--domain frequency draws its contour grid on every core at once: with eight, eight
+    runs and their costs outweigh the fit."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    out = tmp_path / "out"
+    assert main(["identify", "cart_pendula", "--domain", "frequency", "--t-end", "20",
+                 "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "the contour grid, 8 points at once" in err and re.search(REFUSAL, err), err
+    assert "--contour 0" in err and not any(out.iterdir())
 
 
 def _refused_at_once(call, estimate) -> str:
