@@ -38,6 +38,7 @@ _export("symdae.simulation.compile", "compile_model")
 _export("symdae.simulation.system", "System")
 _export("symdae.simulation.scenario", "Scenario")
 _export("symdae.simulation.trajectory", "Trajectory")
+_export("symdae.simulation.memory", "MemoryEstimate", "MemoryLimitError", "available_memory")
 _export("symdae.simulation.sensitivity", "adjoint_gradient", "tangent", "TangentResult")
 # data: measurements, test-bench recordings (file formats and dialects), channel maps with
 # units, alignment with the simulation grid
@@ -59,15 +60,17 @@ _export("symdae.costs.order_tracking", "SpeedTrace", "AngleWindow")
 _export("symdae.costs.pod", "PODCost")
 # identification: experiments, optimisers, grid search, statistics, Monte Carlo
 _export("symdae.identification.experiment", "Experiment", "Evaluation", "evaluate_many")
-_export("symdae.identification.identify", "identify", "choose_method", "IdentificationResult")
+_export("symdae.identification.identify", "identify", "choose_method", "IdentificationResult",
+        "identification_estimate")
 _export("symdae.identification.gridsearch", "scan", "refine", "scan_refine", "ScanResult")
 _export("symdae.identification.fisher", "output_sensitivities", "OutputSensitivities",
         "fisher_information", "FisherInformation", "ParameterStatistics")
 _export("symdae.identification.statistics", "identification_statistics",
         "IdentificationStatistics")
-_export("symdae.identification.montecarlo", "monte_carlo", "MonteCarloResult")
+_export("symdae.identification.montecarlo", "monte_carlo", "MonteCarloResult",
+        "monte_carlo_estimate")
 # design: optimal input design
-_export("symdae.design.driver", "design_input", "InputDesign")
+_export("symdae.design.driver", "design_input", "InputDesign", "design_estimate")
 _export("symdae.design.criteria", "CRITERIA", "EigenvalueGapWarning")
 _export("symdae.design.problem", "DesignProblem", "DesignEvaluation")
 _export("symdae.design.gradients", "design_gradient", "input_gradient")

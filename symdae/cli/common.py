@@ -12,7 +12,7 @@ from ..simulation.backends.base import SCHEMES
 from .inputs import parse_input
 
 __all__ = ["number", "number_range", "assignment", "bound", "names", "scenario_args", "load",
-           "check_names", "OUTPUT_FILES"]
+           "check_names", "OUTPUT_FILES", "identify_estimate"]
 
 # the files each command writes into its output folder (every --domain of identify): a rerun
 # removes its command's old ones first, so a folder never mixes two runs' outputs
@@ -145,6 +145,10 @@ def load(args):
 
     model, ns = load_model(args.model)
     check_names(args, model, ns)
+    data = getattr(args, "data", None)
+    if data is not None and not Path(data).is_file():
+        from ..errors import DataError
+        raise DataError(f"--data: data file {str(data)!r} does not exist")
     given = {k: v for k, v in (("t_end", args.t_end), ("t0", args.t0), ("h", args.h),
                                ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}
     base = ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3}
@@ -170,3 +174,34 @@ def load(args):
     # verbose: a cold build says what it does (derive, generate, compile); a cached one is quiet
     system = compile_model(model, cache_dir=args.cache_dir, verbose=True)
     return model, ns, system, scenario, out
+
+
+def identify_estimate(system, scenario, costs, free, method: str, *, signals: int,
+                      statistics: bool = True, data_h: float | None = None,
+                      name: str = "experiment"):
+    """The memory of an ``identify`` command, checkable before its synthetic data are made:
+    the largest of the data's run (at ``data_h``) with its samples, each identification (one
+    per cost; the costs may hold stand-in data: what they allocate does not depend on it) and
+    the two runs (start, identified) its fit plot draws, with a cost evaluated on one; the
+    data (times and ``signals`` signals) are kept throughout."""
+    from dataclasses import replace
+
+    from ..identification.experiment import Experiment
+    from ..identification.identify import choose_method, identification_estimate
+    from ..simulation.memory import MemoryEstimate, forward_bytes, largest
+
+    sz, points = system.sizes, scenario.n_steps + 1
+    shrink = "a larger --h or a shorter --t-end"
+    data_sc = scenario.replace(h=data_h) if data_h else scenario
+    data = 8 * (1 + signals) * (data_sc.n_steps + 1) // points      # per grid point
+    phases = [MemoryEstimate("the synthetic data", data_sc.n_steps + 1,
+                             forward_bytes(sz, scenario.scheme) + 8 * (1 + signals), 0, shrink),
+              MemoryEstimate("the runs of the fit plot", points,
+                             data + 2 * forward_bytes(sz, scenario.scheme)
+                             + max(c.memory(sz, scenario)[0] for c in costs), 0, shrink)]
+    for cost in costs:
+        exp = Experiment(system, cost, scenario, name=name)
+        chosen = choose_method(exp, free)[0] if method == "auto" else method
+        est = identification_estimate(exp, len(free), chosen, statistics)
+        phases.append(replace(est, per_step=est.per_step + data))
+    return largest(*phases)

@@ -120,6 +120,23 @@ def _overrides(args, ns, model, scenario) -> dict:
     return out
 
 
+def _check_study_memory(args, ns, system, scenario, settings) -> None:
+    """Before the design: refuse at once a --monte-carlo study that cannot fit (its runs at
+    once each identify from their own data; a stand-in cost: what it allocates does not
+    depend on the data). The design checks its own estimate as it starts."""
+    import os
+
+    from ..costs.time_domain import LeastSquares
+    from ..identification.experiment import Experiment
+    from ..identification.montecarlo import monte_carlo_estimate
+
+    free = settings.get("free") or list(ns.get("FREE", []))
+    outputs = settings.get("outputs") or list(ns.get("OUTPUTS", []))
+    exp = Experiment(system, LeastSquares({o: None for o in outputs}, outputs), scenario)
+    at_once = min(args.monte_carlo, max(args.threads, os.cpu_count() or 2))
+    monte_carlo_estimate([exp], len(free), "least_squares", at_once).check()
+
+
 def _cmd_design(args) -> int:
     from ..design.study import (
         compare_monte_carlo,
@@ -132,6 +149,8 @@ def _cmd_design(args) -> int:
 
     model, ns, system, scenario, out = load(args)
     settings = _overrides(args, ns, model, scenario)
+    if args.monte_carlo:
+        _check_study_memory(args, ns, system, scenario, settings)
     t0 = time.perf_counter()
     design = model_design(model, ns, system=system, **settings)
     print(design.summary())

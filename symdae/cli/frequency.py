@@ -24,7 +24,7 @@ import numpy as np
 
 from ..atomic import write_text
 from ..threads import pool as threads_pool
-from .common import assignment, load, number_range
+from .common import assignment, identify_estimate, load, number_range
 
 __all__ = ["add_frequency_options", "identify_in_frequency_domain", "cost_grid", "CostGrid",
            "grid_axis", "FrequencyProblem"]
@@ -174,9 +174,11 @@ def _problem(args) -> FrequencyProblem:
     the experiment, from the arguments and the model file."""
     from ..costs.fourier import Window
     from ..costs.frequency import FourierCost
+    from ..costs.time_domain import LeastSquares
     from ..data.measurement import Measurement
     from ..errors import InputError, UnknownNameError
     from ..identification.experiment import Experiment
+    from ..simulation.memory import MemoryEstimate, forward_bytes, largest
 
     model, ns, system, scenario, out = load(args)
     fixed = dict(args.param)
@@ -201,6 +203,25 @@ def _problem(args) -> FrequencyProblem:
                          "(the DFT rule) or 'trapezoid'")
     span = args.window_span or (scenario.t0, scenario.t_end)
     window = Window.over_band(span[0], span[1], band[0], band[1], shape=args.window)
+    # before the synthetic data: the costs with stand-in amplitudes (what they allocate does
+    # not depend on them), and the time-domain contrast
+    stand_in = [sum(FourierCost(o, window, np.ones(len(window.lines)),
+                                quadrature=args.quadrature) for o in outputs)]
+    if not args.no_contrast:
+        stand_in.append(LeastSquares({o: None for o in outputs}, outputs))
+    phases = [identify_estimate(system, scenario, stand_in, free, args.method or "BFGS",
+                                signals=len(outputs),
+                                data_h=args.data_h if args.data is None else None,
+                                name=f"{model.name}-frequency")]
+    if args.contour > 0 and len(free) == 2:    # a run and its cost on every worker at once
+        per, map_bytes = stand_in[0].memory(system.sizes, scenario)
+        workers = os.cpu_count() or 1
+        phases.append(MemoryEstimate(f"the contour grid, {workers} points at once",
+                                     scenario.n_steps + 1,
+                                     workers * (forward_bytes(system.sizes, scenario.scheme)
+                                                + per), map_bytes,
+                                     "a larger --h, a shorter --t-end or --contour 0"))
+    largest(*phases).check()
 
     truth = None
     if args.data is not None:
@@ -209,12 +230,13 @@ def _problem(args) -> FrequencyProblem:
         model_error = dict(args.model_param or {})
     else:
         truth = {k: fixed.get(k, nominal[k]) for k in free}
-        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h),
-                                   params=fixed)
+        data_sc = scenario.replace(h=args.data_h or scenario.h)
+        true_run = system.simulate(data_sc, params=fixed)
         data = Measurement.from_trajectory(true_run, outputs)
+        del true_run        # its states are not needed beside the data
         data.to_csv(out / "data.csv")
         data_info = {"source": str(out / "data.csv"), "synthetic": True,
-                     "data_h": true_run.h, "true_values": truth}
+                     "data_h": data_sc.h, "true_values": truth}
         model_error = dict(ns.get("MODEL_ERROR", {}) if args.model_param is None
                            else args.model_param)
     for k in model_error:

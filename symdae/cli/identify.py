@@ -11,7 +11,7 @@ from pathlib import Path
 from ..atomic import write_text
 from . import frequency, measurement, orders
 from . import pod as cli_pod
-from .common import assignment, bound, load, names, scenario_args
+from .common import assignment, bound, identify_estimate, load, names, scenario_args
 
 __all__ = ["add_parser", "run"]
 
@@ -101,14 +101,17 @@ def run(args) -> int:
                                                                                  **start}))
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or \
             [c for c in data.values if c in model.output_names]
+        _check_memory(args, system, scenario, outputs, free, model.name)
         data_info = {"source": str(args.data), "synthetic": False}
     else:
         outputs = args.outputs or list(ns.get("OUTPUTS", [])) or model.output_names
+        _check_memory(args, system, scenario, outputs, free, model.name)
         true_params = {**fixed, **dict(args.data_param)}
         truth = {k: true_params.get(k, nominal[k]) for k in free}
-        true_run = system.simulate(scenario.replace(h=args.data_h or scenario.h),
-                                   params=true_params)
+        data_sc = scenario.replace(h=args.data_h or scenario.h)
+        true_run = system.simulate(data_sc, params=true_params)
         data = Measurement.from_trajectory(true_run, outputs)
+        del true_run        # its states are not needed beside the data
         data_noise = noise_from_text(args.data_noise, outputs) or {}
         rng = np.random.default_rng(args.seed)
         for name, sigma in data_noise.items():
@@ -116,7 +119,7 @@ def run(args) -> int:
                 raise InputError(f"--data-noise {name}: not a fitted output ({outputs})")
             data.values[name] = data.values[name] + sigma * rng.standard_normal(data.t.size)
         data.to_csv(out / "data.csv")
-        data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": true_run.h,
+        data_info = {"source": str(out / "data.csv"), "synthetic": True, "data_h": data_sc.h,
                      "true_values": truth, "noise": data_noise, "seed": args.seed}
     cost = cli_pod.make_cost(args, data, outputs)
     data_info["compared"] = compared = _coverage(cost, scenario)
@@ -169,6 +172,14 @@ def run(args) -> int:
     print(f"wrote {', '.join(str(w) for w in written)} "
           f"({time.perf_counter() - t0:.2f} s for the plots)")
     return 0
+
+
+def _check_memory(args, system, scenario, outputs, free, name) -> None:
+    """Refuse at once a run that cannot fit: the cost of this --domain with stand-in data
+    (what it allocates does not depend on the data)."""
+    stand_in = cli_pod.make_cost(args, {o: None for o in outputs}, outputs)
+    identify_estimate(system, scenario, [stand_in], free, args.method, signals=len(outputs),
+                      data_h=args.data_h if args.data is None else None, name=name).check()
 
 
 def _pod_figures(system, cost, runs, fits, out, units):

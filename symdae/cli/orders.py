@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..atomic import write_text
-from .common import load, number_range
+from .common import identify_estimate, load, number_range
 
 __all__ = ["add_order_options", "identify_orders", "OrderProblem", "OrderStudy",
            "order_problem", "order_identification", "analysis_speeds"]
@@ -120,10 +120,11 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
                   params: Mapping | None = None, weights: Sequence[float] = (),
                   tracking: str = "frequency", kind: str = "power", data=None,
                   data_params: Mapping | None = None, runup=None,
-                  domain: str = "time") -> OrderProblem:
+                  domain: str = "time", method: str = "L-BFGS-B") -> OrderProblem:
     """Set up an order identification. ``params``: fixed parameters of the model (the ramp's
     n0, n1, t0, t1 among them or nominal); ``data``: a Measurement, or None for synthetic
-    data from the nominal values with ``params`` and ``data_params`` on top."""
+    data from the nominal values with ``params`` and ``data_params`` on top. A run that
+    cannot fit (the identification by ``method``) is refused before the synthetic data."""
     from ..costs.orders import OrderAnalysis, OrderCost, RunUp
     from ..data.measurement import Measurement
     from ..identification.experiment import Experiment
@@ -134,6 +135,10 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
     runup = runup or RunUp.of(values)         # a measured SpeedTrace, else the model's ramp
     analysis = OrderAnalysis.over_band(runup, band_rpm, step_rpm, orders, weights=weights,
                                        tracking=tracking, domain=domain)
+    # stand-in amplitudes: what the cost allocates does not depend on them
+    stand_in = OrderCost(output, analysis, np.ones((len(analysis.orders), analysis.n_speeds)))
+    identify_estimate(system, scenario, [stand_in], free, method, signals=1,
+                      statistics=False, name=f"{model.name}-orders").check()
     truth = None
     if data is None:
         true_params = {**params, **dict(data_params or {})}
@@ -286,7 +291,8 @@ def identify_orders(args) -> int:
                        orders=orders, band_rpm=tuple(band), step_rpm=step, params=fixed,
                        weights=args.order_weights or (), tracking=args.tracking,
                        kind=args.kind, data=data, data_params=dict(args.data_param),
-                       runup=speed, domain=args.order_domain)
+                       runup=speed, domain=args.order_domain,
+                       method=args.method or "L-BFGS-B")
     if data is None:
         pb.data.to_csv(out / "data.csv")
         pb.data_info["source"] = str(out / "data.csv")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import replace
 
 from ..atomic import atomic_open, write_text
 from ..errors import InputError
@@ -140,8 +141,9 @@ def run(args) -> int:
     except MemoryLimitError:
         # the states of the whole run do not fit: run it in segments, writing each as it
         # is done (the outputs alone are kept, for the summary and the plot)
-        if args.format == "npz":
-            raise
+        if args.format == "npz":     # an archive is written whole: no segments
+            replace(whole, shrink="a larger --h, a shorter --t-end, or --format csv or none "
+                    "(simulated in segments, each written as it is done)").check()
         traj, written = _segmented(system, scenario, dict(args.param), out, args)
     else:
         _announce(scenario)

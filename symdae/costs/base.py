@@ -20,6 +20,11 @@ class Cost:
         sample ``(N+1, n_s)``: the adjoint sweep's source term."""
         raise NotImplementedError
 
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """(bytes per grid point, bytes in all) of the arrays one evaluation on ``scenario``
+        allocates beside the trajectory: dJ/dS here; costs that build more say so."""
+        return 8 * sizes.n_s, 0
+
     def __add__(self, other: "Cost") -> "CostSum":
         return CostSum([self, other])
 
@@ -44,6 +49,11 @@ class CostSum(Cost):
         self.costs = []
         for c in costs:
             self.costs.extend(c.costs if isinstance(c, CostSum) else [c])
+
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """The sum's dJ/dS beside the largest term's (the terms are evaluated in turn)."""
+        parts = [c.memory(sizes, scenario) for c in self.costs]
+        return 8 * sizes.n_s + max(p[0] for p in parts), sum(p[1] for p in parts)
 
     def evaluate(self, system, traj):
         """The sum of the terms' costs and of their derivatives dJ/dS."""

@@ -163,6 +163,14 @@ class FourierCost(Cost):
             self._maps = {key: fmap}
         return fmap
 
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """dJ/dS per grid point; in all, the map on the grid (per window, the cosine and sine
+        rows of each line over its samples, kept) and, while the largest window's rows are
+        built, its phases and the two products before they are joined."""
+        rows = [(len(w.lines), math.ceil(w.length / scenario.h) + 1) for w in self.windows]
+        kept = sum(16 * n * k for n, k in rows)
+        return 8 * sizes.n_s, kept + max(24 * n * k for n, k in rows)
+
     def spectrum(self, traj) -> Spectrum:
         """The simulated spectrum of ``traj``."""
         return self.fourier_map(traj.t).spectrum(traj.outputs[self.output])

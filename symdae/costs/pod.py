@@ -216,6 +216,18 @@ class PODCost(Cost):
         return where, result
 
     # ------------------------------------------------------------------ cost
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """Per grid point, the larger of the first evaluation's POD of the data (its signals,
+        their aligned copies, the snapshot matrix, its weighted copy and the solve's output)
+        and an evaluation: the data's coefficients kept, the snapshots, the gradient and one
+        outer product (the simulated basis: the decomposition's coefficients and two outer
+        products), dJ/dS and each mode's coefficients and error; centring adds a copy."""
+        p, k = len(self.outputs), len(self.modes)
+        data = 6 * p + 2
+        evaluation = p + 2 + sizes.n_s + (3 * p + 3 * k if self.basis == "measured"
+                                          else 5 * p + 4 * k)
+        return 8 * (max(data, evaluation) + (p if self.center else 0)), 0
+
     def evaluate(self, system, traj):
         """J of the chosen modes' coefficients and dJ/dS (through the eigenproblem with the
         simulated basis)."""

@@ -93,6 +93,10 @@ class LeastSquares(Cost):
         return float(self.weights.get(output, 1.0)) * \
             quadrature_weights(samples.t, self.quadrature)
 
+    def memory(self, sizes, scenario) -> tuple[int, int]:
+        """dJ/dS, and for the output being compared its weights, model samples and residual."""
+        return 8 * (sizes.n_s + 3), 0
+
     def evaluate(self, system, traj):
         """J of eq. (4) over the data's samples and its derivative dJ/dS ``(N+1, n_s)``."""
         dS = np.zeros((len(traj.t), system.sizes.n_s))

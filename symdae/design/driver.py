@@ -27,13 +27,14 @@ from scipy import optimize
 from ..atomic import atomic_open
 from ..errors import InputError, UnknownNameError
 from ..identification.fisher import FisherInformation
-from ..simulation.memory import MemoryEstimate, design_bytes
+from ..simulation.memory import MemoryEstimate, forward_bytes, tangent_bytes
 from ..simulation.scenario import Scenario
 from ..threads import one_blas_thread
 from .input_maps import BoundMap, InputBasis, bound_map, input_basis
 from .problem import DEFAULT_END_WEIGHT, DesignEvaluation, DesignProblem
 
-__all__ = ["OPTIMIZERS", "DesignVariables", "InputDesign", "DesignSnapshot", "design_input"]
+__all__ = ["OPTIMIZERS", "DesignVariables", "InputDesign", "DesignSnapshot", "design_input",
+           "design_estimate"]
 
 OPTIMIZERS = ("L-BFGS-B", "gradient")
 SATURATION = 0.005          # a sample is saturated within this fraction of (u+ - u-) of a bound
@@ -325,7 +326,7 @@ def _lbfgsb(fun, record, z0, bounds, max_iterations, stall, options):
             history_ref["stalled"] = True
             raise StopIteration
 
-    opts = {"maxiter": int(max_iterations), "maxcor": 20, "ftol": 0.0, "gtol": 1e-12,
+    opts = {"maxiter": int(max_iterations), "maxcor": LBFGS_MEMORY, "ftol": 0.0, "gtol": 1e-12,
             "maxfun": 4 * int(max_iterations) + 20, **dict(options or {})}
     with one_blas_thread():     # see symdae/threads.py
         res = optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", bounds=bounds,
@@ -369,6 +370,35 @@ def _steepest_descent(fun, record, z0, max_iterations, stall, options):
     return z, f"iteration limit {max_iterations} reached", False
 
 
+LBFGS_MEMORY = 20          # corrections L-BFGS-B keeps (its maxcor)
+
+
+def design_estimate(system, scenario, free: Sequence[str] | str,
+                    inputs: int | None = None, outputs: int | None = None) -> MemoryEstimate:
+    """The memory of :func:`design_input` on ``scenario`` for the parameters ``free``, with
+    ``inputs`` inputs designed on the grid (default: every input) and ``outputs`` measured
+    outputs (default: every output).
+
+    Per grid point: two forward runs with their stored factorisations (the evaluation and
+    the one the line search keeps), the tangents along the free parameters, the output
+    sensitivities S and dPsi/dS (and the sweep's transposed copy), dPsi/ds, dPsi/dx and the
+    input gradient; per designed sample, L-BFGS-B's 2 x LBFGS_MEMORY correction vectors, its
+    five work vectors and the variables' own copies (z, bounds, gradient, pullback: six).
+    """
+    sc = Scenario.make(scenario)
+    sz = system.sizes
+    nd = 1 if isinstance(free, str) else len(free)
+    n_in = sz.n_u if inputs is None else inputs
+    n_out = sz.n_s if outputs is None else outputs
+    sweep = (2 * forward_bytes(sz, sc.scheme, store=True) + tangent_bytes(sz, sc.scheme, nd)
+             + 8 * (nd * (n_out + 2 * sz.n_s) + sz.n_s + sz.nx + max(sz.n_u, 1)
+                    + (1 + nd if sz.m == 0 else 0)))
+    optimiser = 8 * n_in * (2 * LBFGS_MEMORY + 5 + 6)
+    return MemoryEstimate("the input design", sc.n_steps + 1, sweep + optimiser,
+                          shrink="a larger h or a shorter t_end (--h, --t-end), or fewer free "
+                          "parameters")
+
+
 def design_input(system, scenario, free: Sequence[str] | str, outputs: Sequence[str] | str, *,
                  inputs: Mapping, params: Mapping | None = None,
                  start_input: Mapping | None = None, criterion: str = "trace", noise=None,
@@ -407,10 +437,8 @@ def design_input(system, scenario, free: Sequence[str] | str, outputs: Sequence[
     if int(window) < 1 or not float(tol) >= 0:
         raise InputError(f"stall must be (window >= 1, tolerance >= 0), got {stall!r}")
     sc = Scenario.make(scenario)
-    MemoryEstimate("the input design", sc.n_steps + 1,
-                   design_bytes(system.sizes, sc.scheme, 1 if isinstance(free, str) else len(free)),
-                   shrink="a larger h or a shorter t_end (--h, --t-end), or fewer free parameters"
-                   ).check()
+    design_estimate(system, sc, free, len(inputs),
+                    1 if isinstance(outputs, str) else len(outputs)).check()
     problem = DesignProblem(system, scenario, free, outputs, designed=list(inputs),
                             params=params, start_input=start_input, criterion=criterion,
                             noise=noise, quadrature=quadrature, scaling=scaling, end=end,

@@ -23,7 +23,7 @@ from ..errors import InputError, Interrupted, SimulationError, UnknownNameError
 from ..model.definition import by_parameter_name, parameter_name
 from ..progress import report
 from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION
-from ..simulation.memory import MemoryEstimate, forward_bytes
+from ..simulation.memory import MemoryEstimate, forward_bytes, largest, tangent_bytes
 from ..simulation.scenario import physical_memory
 from ..threads import one_blas_thread
 from .experiment import Experiment, evaluate_many
@@ -237,28 +237,64 @@ def _start_values(exps, free, start) -> dict:
     return {k: float(start[k]) for k in free}
 
 
-def identification_estimate(experiment, n_free: int, method: str) -> MemoryEstimate:
-    """The memory one evaluation of ``experiment`` takes in an identification by ``method``.
+# copies of the Jacobian (one row per fitted sample and a column per free parameter) alive at
+# once in Gauss-Newton: scipy's trf keeps the last J, its copy, the scaled J and the SVD's U
+# while the next is assembled from the sensitivities at the samples, their weighted copy and
+# the stacked result; of the residual vector (one value per fitted sample): the blocks'
+# weights, residuals and model samples of two points and scipy's copies of r (ten in all)
+JACOBIAN_COPIES = 7
+RESIDUAL_COPIES = 12
+# the statistics: after the tangent sweep, its output sensitivities, those at the samples and
+# their weighted rows; the weights, residuals and model samples of each output
+STATISTICS_JACOBIANS = 2
 
-    Gauss-Newton (``LEAST_SQUARES_METHODS``): the states of every step (the tangent sweep
-    refactorises from them), the tangents of q, v, a, lam and the outputs along each free
-    parameter, and the residuals. The gradient methods: the outputs and dJ/dS of every step and
-    the states within the experiment's memory budget (the adjoint is checkpointed beyond it).
+
+def identification_estimate(experiment, n_free: int, method: str,
+                            statistics: bool = True) -> MemoryEstimate:
+    """The memory one identification of ``experiment`` by ``method`` takes: the largest of
+    its phases, which run one after the other.
+
+    Each evaluation: the trajectory (:func:`~symdae.simulation.memory.forward_bytes`) and
+    what the cost allocates (``cost.memory``: dJ/dS, Fourier maps, POD snapshots). The
+    gradient methods add the adjoint, which reads the trajectory (checkpointed beyond the
+    experiment's memory budget: then the outputs and dJ/dS of every step and the budget).
+    Gauss-Newton (``LEAST_SQUARES_METHODS``) and the statistics add a tangent sweep along
+    the free parameters and the Jacobian of the residuals (JACOBIAN_COPIES,
+    RESIDUAL_COPIES, STATISTICS_JACOBIANS).
     """
     sizes, sc = experiment.system.sizes, experiment.scenario
     points = sc.n_steps + 1
-    states = forward_bytes(sizes, sc.scheme)
+    forward = forward_bytes(sizes, sc.scheme)
+    cost_step, cost_fixed = experiment.cost.memory(sizes, sc)
+    tangents = tangent_bytes(sizes, sc.scheme, n_free)
+    fitted = sum(len(t.outputs) for t in least_squares_terms(experiment.cost)[0])
+    jacobian, residual = 8 * n_free * fitted, 8 * fitted
+    name = f"experiment {experiment.name!r}"
+    phases = []
     if method in LEAST_SQUARES_METHODS:
-        tangents = 8 * n_free * (3 * sizes.n + sizes.m + 2 * sizes.n_s)
-        return MemoryEstimate(f"experiment {experiment.name!r} (Gauss-Newton with "
-                              f"{n_free} free parameters)", points,
-                              states + tangents + 8 * 2 * sizes.n_s,
-                              shrink="a larger h, a shorter run, fewer free parameters or "
-                              "method='L-BFGS-B' (its adjoint gradient is checkpointed)")
-    budget = experiment.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
-    return MemoryEstimate(f"experiment {experiment.name!r} (cost and adjoint gradient)", points,
-                          8 * (1 + 2 * sizes.n_s), int(min(points * states, budget)),
-                          shrink="a larger h, a shorter run or a smaller memory_budget")
+        during = max(tangents + 4 * jacobian, 8 * n_free * sizes.n_s + JACOBIAN_COPIES * jacobian)
+        phases.append(MemoryEstimate(
+            f"{name} (Gauss-Newton with {n_free} free parameters)", points,
+            forward + during + RESIDUAL_COPIES * residual,
+            shrink="a larger h, a shorter run, fewer free parameters or method='L-BFGS-B' "
+            "(its adjoint gradient is checkpointed)"))
+    else:
+        budget = experiment.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
+        shrink = "a larger h, a shorter run or a smaller memory_budget (checkpointing)"
+        if points * sizes.row_bytes <= budget:
+            phases.append(MemoryEstimate(f"{name} (cost and adjoint gradient)", points,
+                                         forward + cost_step, cost_fixed, shrink))
+        else:
+            phases.append(MemoryEstimate(f"{name} (cost and checkpointed adjoint gradient)",
+                                         points, 8 * (1 + sizes.n_s) + cost_step,
+                                         cost_fixed + int(budget), shrink))
+    if statistics and fitted:
+        phases.append(MemoryEstimate(
+            f"{name} (statistics of {n_free} free parameters)", points,
+            forward + max(tangents, 8 * n_free * sizes.n_s + STATISTICS_JACOBIANS * jacobian
+                          + 4 * residual),
+            shrink="a larger h, a shorter run, fewer free parameters or statistics=False"))
+    return largest(*phases)
 
 
 def choose_method(experiments, free: Sequence[str]) -> tuple[str, str]:
@@ -345,7 +381,7 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     sb = _scaled_bounds(free, start, scales, bounds)
     check_noise(noise, exps)
     for e in exps:                 # before any sweep: a run that cannot fit is refused now
-        identification_estimate(e, len(free), method).check()
+        identification_estimate(e, len(free), method, statistics).check()
     # the optimisers' own BLAS calls are on vectors of a few entries: OpenBLAS's thread pool
     # only slows them (L-BFGS-B took 6 ms instead of 0.05 ms per evaluation under load)
     progress = _BestSoFar(progress)

@@ -30,7 +30,7 @@ from .identify import identification_estimate, identify
 from .residuals import least_squares_terms
 from .statistics import fitted_outputs, identification_statistics, noise_levels
 
-__all__ = ["MonteCarloResult", "monte_carlo", "add_noise"]
+__all__ = ["MonteCarloResult", "monte_carlo", "add_noise", "monte_carlo_estimate"]
 
 
 def add_noise(experiment: Experiment, noise: Mapping, rng: np.random.Generator) -> Experiment:
@@ -185,6 +185,17 @@ class MonteCarloResult:
                 "iterations_max": int(np.max(self.iterations)) if self.n_runs else None}
 
 
+def monte_carlo_estimate(experiments: Sequence[Experiment], n_free: int, method: str,
+                         at_once: int) -> MemoryEstimate:
+    """The memory of a Monte Carlo study: ``at_once`` identifications at the same time, of
+    the experiment whose identification takes the most."""
+    ests = [identification_estimate(e, n_free, method) for e in experiments]
+    est = max(ests, key=lambda e: e.total)
+    return MemoryEstimate(f"{est.what}, {at_once} runs at once", est.points,
+                          at_once * est.per_step, at_once * est.fixed,
+                          shrink=est.shrink + ", or fewer workers")
+
+
 def monte_carlo(experiments: Sequence[Experiment] | Callable[[], Sequence[Experiment]],
                 free: Sequence[str], start: Mapping, noise, runs: int, *,
                 truth: Mapping | None = None, seed: int = 12345,
@@ -215,11 +226,7 @@ def monte_carlo(experiments: Sequence[Experiment] | Callable[[], Sequence[Experi
     # before any run: with an executor, as many identifications at once as there are cores
     # (an Executor does not say how many workers it has; more would only queue)
     at_once = 1 if executor is None else min(runs, os.cpu_count() or 2)
-    for e in exps:
-        est = identification_estimate(e, len(free), method)
-        MemoryEstimate(f"{est.what}, {at_once} runs at once", est.points,
-                       at_once * est.per_step, at_once * est.fixed,
-                       shrink=est.shrink + ", or fewer workers").check()
+    monte_carlo_estimate(exps, len(free), method, at_once).check()
     if truth is None:
         clean = identify(exps, free, start, bounds, method=method, options=options,
                          max_iterations=max_iterations, progress=False, statistics=False)

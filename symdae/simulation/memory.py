@@ -5,7 +5,7 @@ states, outputs and inputs, the stored factorisations and tangents where it keep
 what writing its outputs adds, and is compared with the memory available now (not the
 machine's total: other processes hold some). A run that does not fit is refused at once with
 one line: the estimate, the available memory and the options that shrink it.
-``benchmarks/bench_memory.py`` prints estimates against measured peaks.
+``benchmarks/bench_memory_estimate.py`` prints estimates against measured peaks.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from ..atomic import CSV_CHUNK
 from ..errors import InputError
 from .scenario import physical_memory
 
-__all__ = ["MemoryEstimate", "available_memory", "forward_bytes", "design_bytes",
-           "csv_bytes", "MemoryLimitError", "format_bytes"]
+__all__ = ["MemoryEstimate", "available_memory", "forward_bytes", "tangent_bytes",
+           "csv_bytes", "MemoryLimitError", "format_bytes", "largest"]
 
 CSV_CELL = 48              # bytes per cell of a chunk: the float, its list slot, the stacked copy
 
@@ -84,11 +84,14 @@ def csv_bytes(points: int, columns: int) -> int:
     return min(points, CSV_CHUNK) * columns * CSV_CELL
 
 
-def design_bytes(sizes, scheme: str, directions: int) -> int:
-    """Bytes per grid point of one input-design gradient: the forward run with its stored
-    factorisations, the tangents of ``directions`` parameters (q, v, a, w, lam, outputs) and
-    the reverse sweep's copies of the states, inputs and output weights."""
-    n, m = sizes.n, sizes.m
-    tangents = 8 * directions * (4 * n + m + 2 * sizes.n_s)
-    reverse = 8 * (3 * n + m + 2 * sizes.n_u)
-    return forward_bytes(sizes, scheme, store=True) + tangents + reverse
+def tangent_bytes(sizes, scheme: str, directions: int) -> int:
+    """Bytes per grid point of a tangent sweep along ``directions`` parameters: dq, dv, da,
+    the algorithmic dw (hht-ga only), dlam and ds, each at least one wide (the compiled sweep
+    takes no empty rows)."""
+    n, m, n_s = max(sizes.n, 1), max(sizes.m, 1), max(sizes.n_s, 1)
+    return 8 * directions * (3 * n + (n if scheme != "hht-paper" else 0) + m + n_s)
+
+
+def largest(*estimates: MemoryEstimate) -> MemoryEstimate:
+    """The phase of a command that needs the most (phases run one after the other)."""
+    return max(estimates, key=lambda e: e.total)

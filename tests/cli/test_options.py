@@ -36,6 +36,10 @@ def no_work(monkeypatch):
     (["design", "two_mass_oscillator", "--input", "G=-1:1"],
      "--input 'G': not an input of two_mass_oscillator; valid: F"),
     (["simulate", "oscillator", "--h", "-1e-3"], "h must be positive, got -0.001"),
+    (["identify", "oscillator", "--free", "c", "--data", "nosuch.csv"],
+     "--data: data file 'nosuch.csv' does not exist"),
+    (["identify", "cart_pendula", "--domain", "frequency", "--data", "nosuch.csv"],
+     "--data: data file 'nosuch.csv' does not exist"),
 ])
 def test_bad_names_and_values_are_refused_before_any_work(argv, message, tmp_path, capsys,
                                                           no_work):

@@ -426,15 +426,22 @@ def test_an_identification_that_cannot_fit_is_refused_before_any_sweep(monkeypat
     sc = symdae.Scenario(t_end=1e4, h=1e-4, alpha=-0.1)             # 1e8 steps
     exp = symdae.Experiment(system, symdae.LeastSquares({"q": np.zeros(3)}, ["q"]), sc)
     gn = identification_estimate(exp, 2, "least_squares")
-    # n = 1, m = 0, 3 outputs, hht-ga: t, q, v, a, w + outputs = 8 doubles; tangents of
-    # q, v, a and two copies of the outputs along 2 parameters = 18; residual and dS 6
-    assert gn.per_step == 8 * (8 + 18 + 6) and gn.points == 10**8 + 1
+    # n = 1, m = 0, 3 outputs, hht-ga: t, q, v, a, w + outputs = 8 doubles; the tangent
+    # sweep along 2 parameters: dq, dv, da, dw, dlam (one wide) and 3 outputs = 2 x 8; one
+    # fitted output: a Jacobian row of 2, a residual of 1. Gauss-Newton: the larger of (the
+    # tangents and 4 Jacobians: 16 + 8) and (ds and 7 Jacobians: 6 + 14), and 12 residuals
+    assert gn.per_step == 8 * (8 + max(16 + 8, 6 + 14) + 12) and gn.points == 10**8 + 1
     lbfgs = identification_estimate(exp, 2, "L-BFGS-B")
-    assert lbfgs.per_step == 8 * 7 and lbfgs.total < gn.total
+    # the statistics after it: the trajectory and the larger of the tangents (16) and
+    # (ds 6, 2 Jacobians 4, 4 residuals 4); the adjoint's evaluation needs only 8 + 3 + 3
+    assert lbfgs.per_step == 8 * (8 + 16) and "statistics" in lbfgs.what
+    assert identification_estimate(exp, 2, "L-BFGS-B", statistics=False).per_step == \
+        8 * (8 + 3 + 3)
+    assert lbfgs.total < gn.total
     monkeypatch.setattr(memory, "available_memory", lambda: 2**30)
     t0 = time.perf_counter()
     with pytest.raises(MemoryLimitError, match=r"experiment 'experiment' \(Gauss-Newton with 2 "
-                                               r"free parameters\) needs about 23\.8 GiB.*"
+                                               r"free parameters\) needs about 32\.8 GiB.*"
                                                r"method='L-BFGS-B'"):
         symdae.identify(exp, ["c", "d"], method="least_squares", progress=False)
     assert time.perf_counter() - t0 < 1.0
