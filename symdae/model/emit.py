@@ -27,12 +27,18 @@ from .kernels import (
     layout,
     weight_size,
 )
+from .graph import needed_assignments
+from .graph_kernels import graph_kernel_table
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
-__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "hoist_time_terms"]
+__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "hoist_time_terms",
+           "tree_size", "use_graph"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
+# residual + outputs larger than this (tree nodes, repetitions counted) get graph kernels
+GRAPH_MIN_NODES = 5000
+_STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 
@@ -103,15 +109,18 @@ class _Hoister:
 
 def hoist_time_terms(ds: DerivedSystem, table: dict):
     """(table with time terms replaced, tau symbols, forward tau expressions, sensitivity tau
-    expressions); tau[k] stands for the k-th expression of forward + sensitivity."""
+    expressions); tau[k] stands for the k-th expression of forward + sensitivity. The table's
+    entries are (expressions, accumulate) or (expressions, accumulate, assignments); the
+    result's are always the latter."""
     hoister = _Hoister(ds)
     forward = [s.name for s in KERNELS if s.forward and not s.internal]
     order = forward + [k for k in table if k not in forward]
     out = {}
     n_forward = 0
     for name in order:
-        exprs, accumulate = table[name]
-        out[name] = ([hoister(e) if e != 0 else e for e in exprs], accumulate)
+        exprs, accumulate, *assigns = table[name]
+        out[name] = ([hoister(e) if e != 0 else e for e in exprs], accumulate,
+                     [(z, hoister(f)) for z, f in (assigns[0] if assigns else ())])
         if name == forward[-1]:
             n_forward = len(hoister.terms)
     terms = list(hoister.terms)
@@ -209,12 +218,134 @@ def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays,
     return out + [f"    _k_{name}_{c}(x, w, out)" for c in range(len(groups))]
 
 
+def _nodes(e: sp.Basic) -> int:
+    """Size of an expression tree (a cheap stand-in for count_ops)."""
+    return 1 + sum(_nodes(a) for a in e.args)
+
+
+def tree_size(exprs) -> int:
+    """Nodes of the expressions as trees, every repetition counted (what differentiating
+    them as trees copies), in time linear in their distinct subexpressions."""
+    memo: dict = {}
+
+    def size(e):
+        k = memo.get(e)
+        if k is None:
+            k = memo[e] = 1 + sum(size(a) for a in e.args)
+        return k
+
+    return sum(size(sp.sympify(e)) for e in exprs)
+
+
+def use_graph(ds: DerivedSystem) -> bool:
+    """Are the model's residual and outputs large enough for graph kernels?"""
+    return tree_size(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s)) > GRAPH_MIN_NODES
+
+
+def _program_function(fname: str, items: list, accumulate: bool, printer: CythonPrinter,
+                      ds: DerivedSystem, arrays: dict, blocks: dict, shared: dict,
+                      chunked: bool) -> list:
+    """Lines of one cdef function evaluating ``items``: ("set", symbol, expression) or
+    ("out", index, expression), in order. Symbols in ``shared`` live in the kernel's scratch
+    array (read by later chunks), the others in local variables."""
+    head = f"cdef void {fname}(const symdae_args* x, const double* w, double* out"
+    lines = [head + (", double* z)" if chunked else ")") + " noexcept nogil:"]
+    used = set()
+    for _, _, e in items:
+        used |= e.free_symbols
+    if ds.symbols.t in used:
+        lines.append("    cdef double t = x.t")
+    for arr, syms in arrays.items():
+        if used & set(syms):
+            lines.append(f"    cdef const double* {arr} = x.{arr}")
+    local = {z: f"_t{k}" for k, z in enumerate(z for kind, z, _ in items
+                                                if kind == "set" and z not in shared)}
+    names = list(local.values())
+    for i in range(0, len(names), 16):
+        lines.append("    cdef double " + ", ".join(names[i:i + 16]))
+    printer.slots.update(local)
+    op = "+=" if accumulate else "="
+    comment = None
+    for kind, target, e in items:
+        if kind == "set":
+            lines.append(f"    {printer.slots[target]} = {printer.doprint(e)}")
+            continue
+        c = _block_of(blocks, target)
+        if c != comment:
+            lines.append("    " + c)
+            comment = c
+        lines.append(f"    out[{target}] {op} {printer.doprint(e)}")
+    for z in local:
+        del printer.slots[z]
+    if len(lines) == 1:
+        lines.append("    pass")
+    return lines
+
+
+def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, printer, ds,
+                   arrays, blocks, chunk_ops: int) -> list:
+    """A graph kernel: its needed assignments, then its output entries, split into chunk
+    functions of about chunk_ops nodes that share a scratch array."""
+    entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
+    items = [("set", z, f) for z, f in needed_assignments(assigns, [e for _, e in entries])]
+    items += [("out", i, e) for i, e in entries]
+    groups, cur, ops = [], [], 0
+    for item in items:
+        k = _nodes(item[2])
+        if cur and ops + k > chunk_ops:
+            groups.append(cur)
+            cur, ops = [], 0
+        cur.append(item)
+        ops += k
+    if cur or not groups:
+        groups.append(cur)
+    home = {z: c for c, grp in enumerate(groups) for kind, z, _ in grp if kind == "set"}
+    shared = {}
+    for c, grp in enumerate(groups):
+        for _, _, e in grp:
+            for sym in e.free_symbols:
+                if home.get(sym, c) != c and sym not in shared:
+                    shared[sym] = f"z[{len(shared)}]"
+    out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
+           f"{len(items) - len(entries)} shared assignments, {len(groups)} chunk(s)"]
+    printer.slots.update(shared)
+    try:
+        if len(groups) == 1:
+            return out + _program_function(f"_k_{name}", groups[0], accumulate, printer, ds,
+                                           arrays, blocks, shared, False)
+        for c, grp in enumerate(groups):
+            out += _program_function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays,
+                                     blocks, shared, True)
+            out.append("")
+    finally:
+        for sym in shared:
+            del printer.slots[sym]
+    out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
+               "noexcept nogil:")
+    calls = [f"    _k_{name}_{c}(x, w, out, z)" for c in range(len(groups))]
+    if len(shared) <= _STACK_DOUBLES:
+        return out + [f"    cdef double z[{max(len(shared), 1)}]"] + calls
+    # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
+    # the callers report as a non-finite kernel value)
+    return out + [f"    cdef double* z = <double*>malloc({len(shared)} * sizeof(double))",
+                  "    cdef int i",
+                  "    if z == NULL:",
+                  f"        for i in range({len(exprs)}):",
+                  "            out[i] = NAN",
+                  "        return"] + calls + ["    free(z)"]
+
+
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
-                chunk_ops: int = DEFAULT_CHUNK_OPS) -> str:
-    """Return the Cython source of the kernel module for ``ds`` (deterministic)."""
-    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, kernel_expressions(ds))
-    table["time_terms"] = (tau_fwd, False)
-    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False)
+                chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None) -> str:
+    """Return the Cython source of the kernel module for ``ds`` (deterministic). ``graph``:
+    derivative kernels formed on the residual's common-subexpression graph (graph_kernels.py)
+    instead of from the expanded Jacobians; by default when the residual is large
+    (:func:`use_graph`)."""
+    graph = use_graph(ds) if graph is None else graph
+    table = graph_kernel_table(ds) if graph else kernel_expressions(ds)
+    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, table)
+    table["time_terms"] = (tau_fwd, False, [])
+    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
     n_w = max(weight_size(s.name, sizes) for s in KERNELS)
@@ -226,6 +357,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"# Kernels generated by symdae (kernel ABI {ABI_VERSION}). Do not edit: regenerate",
         "# from the model instead. Kernels, weights and blocks: symdae/kernels.py.",
         "from libc.math cimport " + ", ".join(LIBC_MATH),
+        "from libc.stdlib cimport malloc, free",
         "from cpython.pycapsule cimport PyCapsule_New",
         "from symdae.simulation.core.kernel_api cimport *",
         "",
@@ -235,9 +367,14 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         "",
     ]
     for spec in KERNELS:
-        exprs, accumulate = table[spec.name]
-        out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays,
-                             layout(spec.name, sizes), chunk_ops)
+        exprs, accumulate, assigns = table[spec.name]
+        blocks = layout(spec.name, sizes)
+        if assigns:
+            out += _program_lines(spec.name, exprs, accumulate, assigns, printer, ds, arrays,
+                                  blocks, chunk_ops)
+        else:
+            out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
+                                 chunk_ops)
         out.append("")
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]

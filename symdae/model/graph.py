@@ -1,0 +1,141 @@
+"""Derivatives on the common-subexpression graph: straight-line programs and their tangents
+and adjoints.
+
+A large model's residual differentiated as expanded trees grows without bound (every
+derivative copies the tree it differentiates; the Hessian-vector product copies the copies).
+Here the expressions are first split once into a straight-line program
+
+    z_1 = f_1(inputs),  z_2 = f_2(inputs, z_1),  ...,  outputs = r(inputs, z)
+
+(SymPy's cse), and derivatives are formed by the chain rule along it: a tangent (forward
+mode) along one direction adds one assignment per z that depends on the direction, an
+adjoint (reverse mode) one per z that the weighted outputs depend on. Every new assignment
+refers to the shared z, so the programs grow linearly with the graph. Partial derivatives of
+each f_k are SymPy derivatives of that small expression, almost everywhere (nonsmooth.py).
+
+A program is a list of assignments ``(symbol, expression)`` in evaluation order; the symbols
+are Dummies, named after the program's role (printing gives them their kernel slots).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from .nonsmooth import almost_everywhere
+
+__all__ = ["Program", "straight_line", "tangent", "adjoint", "jacobian_columns",
+           "needed_assignments"]
+
+
+@dataclass
+class Program:
+    """Assignments in evaluation order and a cache of their local partial derivatives."""
+
+    assignments: list = field(default_factory=list)
+    _partials: dict = field(default_factory=dict)
+
+    def extend(self, assignments) -> "Program":
+        """A program with ``assignments`` appended (the partials cache is shared)."""
+        return Program(self.assignments + list(assignments), self._partials)
+
+    def partial(self, e: sp.Expr, s: sp.Symbol) -> sp.Expr:
+        """d e / d s almost everywhere, e one assignment's right-hand side (or an output)."""
+        key = (e, s)
+        d = self._partials.get(key)
+        if d is None:
+            d = self._partials[key] = almost_everywhere(e.diff(s))
+        return d
+
+
+def _symbols(prefix: str):
+    return sp.numbered_symbols(prefix, cls=sp.Dummy, real=True)
+
+
+def straight_line(exprs: list, prefix: str = "z") -> tuple:
+    """(Program, reduced expressions): ``exprs`` as assignments of their common
+    subexpressions followed by the expressions in those."""
+    repl, reduced = sp.cse([sp.sympify(e) for e in exprs], symbols=_symbols(prefix),
+                           order="none")
+    return Program(list(repl)), list(reduced)
+
+
+def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
+    """(new assignments, tangents of ``exprs``) along ``seed``: {input symbol: its tangent
+    expression}. Assignments are made only for the z that depend on a seeded input."""
+    names = _symbols(prefix)
+    dot = dict(seed)
+    new = []
+    for z, f in prog.assignments:
+        terms = [prog.partial(f, s) * dot[s] for s in f.free_symbols if s in dot]
+        if not terms:
+            continue
+        t = sp.Add(*terms)
+        if t == 0:
+            continue
+        if t.is_Atom:
+            dot[z] = t
+        else:
+            sym = next(names)
+            new.append((sym, t))
+            dot[z] = sym
+    out = [sp.Add(*[prog.partial(e, s) * dot[s] for s in e.free_symbols if s in dot])
+           for e in exprs]
+    return new, out
+
+
+def adjoint(prog: Program, exprs: list, weights: list, wrt: list, prefix: str = "b") -> tuple:
+    """(new assignments, gradient of sum_i weights_i exprs_i with respect to each of ``wrt``)
+    by reverse mode along the program."""
+    names = _symbols(prefix)
+    bar: dict = {}
+    for e, w in zip(exprs, weights):
+        if w == 0 or e == 0:
+            continue
+        for s in e.free_symbols:
+            d = prog.partial(e, s)
+            if d != 0:
+                bar.setdefault(s, []).append(w * d)
+    new = []
+    for z, f in reversed(prog.assignments):
+        terms = bar.pop(z, None)
+        if not terms:
+            continue
+        b = sp.Add(*terms)
+        if b == 0:
+            continue
+        if not b.is_Atom:
+            sym = next(names)
+            new.append((sym, b))
+            b = sym
+        for s in f.free_symbols:
+            d = prog.partial(f, s)
+            if d != 0:
+                bar.setdefault(s, []).append(b * d)
+    return new, [sp.Add(*bar.get(y, [])) for y in wrt]
+
+
+def jacobian_columns(prog: Program, exprs: list, seeds: list, prefix: str = "j") -> tuple:
+    """(new assignments, columns): one tangent of ``exprs`` per seed (a dense Jacobian is the
+    tangents along the unit seeds {x_j: 1})."""
+    new, cols = [], []
+    for k, seed in enumerate(seeds):
+        assigns, col = tangent(prog, exprs, seed, prefix=f"{prefix}{k}_")
+        new += assigns
+        cols.append(col)
+    return new, cols
+
+
+def needed_assignments(assignments: list, exprs: list) -> list:
+    """The assignments the expressions need (directly or through other assignments), in
+    order."""
+    need = set()
+    for e in exprs:
+        need |= e.free_symbols
+    out = []
+    for z, f in reversed(assignments):
+        if z in need:
+            out.append((z, f))
+            need |= f.free_symbols
+    out.reverse()
+    return out

@@ -1,0 +1,199 @@
+"""The derivative kernels of a large model, formed on its common-subexpression graph.
+
+The same kernels as the spec (:mod:`symdae.model.kernels`) builds from the expanded Jacobian
+matrices, but each one a straight-line program (:mod:`symdae.model.graph`): the residual
+(Ma, g, C) and the outputs s are split once into shared assignments, and
+
+* dense Jacobians (newton, jacobians, param_jacobians) are tangents along unit directions,
+  one per column (newton's column j: the tangent of c_m Ma + g along q_j -> c_q, v_j -> c_v,
+  a_j -> 1);
+* the jvp kernels are one tangent along the weights, the vjp kernels one adjoint with them;
+* state_hvp is the adjoint of phi = w . (tangent of (Ma, g, C, s) along (dx, dp))
+  (reverse over forward mode);
+* massless_rows is the tangent of g along (q' = v, v' = a, t' = 1) and its unit tangents.
+
+The kernels that involve only the constraints, the initial state or the round-off model are
+built as trees (constraints are small next to the dynamics). Every entry is what the tree
+kernel computes, exactly: only the shape of the expressions differs.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .derivation import DerivedSystem
+from .graph import adjoint, jacobian_columns, straight_line, tangent
+from .kernels import KERNELS, Sizes, flatten_blocks, kernel_expressions, weight_symbols
+
+__all__ = ["graph_kernel_table", "TREE_KERNELS"]
+
+# built from the tree expressions in either form
+TREE_KERNELS = ("residual_magnitude", "initial_state", "initial_state_jacobian",
+                "constraint_velocity", "acceleration_constraint")
+
+
+def _columns_to_rows(cols: list, rows: int) -> list:
+    """Row-major entries of the matrix whose columns are ``cols``."""
+    return [cols[j][i] for i in range(rows) for j in range(len(cols))]
+
+
+class _Graph:
+    """The residual and outputs of one model as a program, and the kernel builders on it."""
+
+    def __init__(self, ds: DerivedSystem):
+        S = ds.symbols
+        self.ds, self.S = ds, S
+        self.n, self.m, self.n_s = ds.n, ds.m, len(ds.s)
+        n, m = self.n, self.m
+        self.prog, red = straight_line(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s), "z")
+        self.Ma, self.g = red[:n], red[n:2 * n]
+        self.C, self.s = red[2 * n:2 * n + m], red[2 * n + m:]
+        self.x = tuple(S.q) + tuple(S.v) + tuple(S.a) + tuple(S.lam)
+
+    def _unit(self, syms) -> list:
+        return [{y: sp.S.One} for y in syms]
+
+    # -- builders: (assignments, blocks)
+    def residual(self, w):
+        return self.prog.assignments, [self.Ma, self.g, self.C]
+
+    def outputs(self, w):
+        return self.prog.assignments, [self.s]
+
+    def newton(self, w):
+        n, m, S = self.n, self.m, self.S
+        c_m, c_q, c_v = w["c_m"], w["c_q"], w["c_v"]
+        rows = [c_m * a + b for a, b in zip(self.Ma, self.g)]
+        seeds = [{S.q[j]: c_q, S.v[j]: c_v, S.a[j]: sp.S.One} for j in range(n)]
+        new, cols = jacobian_columns(self.prog, rows, seeds, "nk")
+        K = sp.zeros(n + m, n + m)
+        for j, col in enumerate(cols):
+            for i in range(n):
+                K[i, j] = col[i]
+        for k in range(m):
+            for i in range(n):
+                K[i, n + k] = K[n + k, i] = self.ds.Cq[k, i]
+        return self.prog.assignments + new, [K]
+
+    def jacobians(self, w):
+        n, m, S = self.n, self.m, self.S
+        new_q, cq = jacobian_columns(self.prog, self.Ma + self.g + self.C, self._unit(S.q), "jq")
+        new_v, cv = jacobian_columns(self.prog, self.g, self._unit(S.v), "jv")
+        JM = _columns_to_rows([c[:n] for c in cq], n)
+        JG = _columns_to_rows([c[n:2 * n] for c in cq], n)
+        Cq = _columns_to_rows([c[2 * n:] for c in cq], m)
+        return self.prog.assignments + new_q + new_v, [JM, JG, _columns_to_rows(cv, n), Cq]
+
+    def param_jacobians(self, w):
+        n, m, S = self.n, self.m, self.S
+        new, cp = jacobian_columns(self.prog, self.Ma + self.g + self.C, self._unit(S.p), "jp")
+        return self.prog.assignments + new, [
+            _columns_to_rows([c[:n] for c in cp], n),
+            _columns_to_rows([c[n:2 * n] for c in cp], n),
+            _columns_to_rows([c[2 * n:] for c in cp], m)]
+
+    def _residual_tangent(self, seed):
+        n, m = self.n, self.m
+        new, d = tangent(self.prog, self.Ma + self.g + self.C, seed, "t")
+        return self.prog.assignments + new, [d[:n], d[n:2 * n], d[2 * n:2 * n + m]]
+
+    def state_jvp(self, w):
+        S = self.S
+        return self._residual_tangent({**dict(zip(S.q, w["dq"])), **dict(zip(S.v, w["dv"])),
+                                       **dict(zip(S.lam, w["dlam"]))})
+
+    def param_jvp(self, w):
+        return self._residual_tangent(dict(zip(self.S.p, w["dp"])))
+
+    def output_jvp(self, w):
+        seed = {**dict(zip(self.x, w["dx"])), **dict(zip(self.S.p, w["dp"]))}
+        new, d = tangent(self.prog, self.s, seed, "t")
+        return self.prog.assignments + new, [d]
+
+    def _residual_adjoint(self, w, wrt, outputs=False):
+        exprs = self.Ma + self.g + self.C
+        weights = list(w["wM"]) + list(w["wG"]) + list(w["wC"])
+        if outputs:
+            exprs, weights = exprs + self.s, weights + list(w["dphi"])
+        new, grad = adjoint(self.prog, exprs, weights, list(wrt), "b")
+        return self.prog.assignments + new, grad
+
+    def state_vjp(self, w):
+        n, S = self.n, self.S
+        assigns, grad = self._residual_adjoint(w, tuple(S.q) + tuple(S.v))
+        return assigns, [grad[:n], grad[n:], [sp.S.Zero] * n, self._cq(w["wL"])]
+
+    def _cq(self, wL) -> list:
+        Cq = self.ds.Cq
+        return [sp.Add(*[Cq[k, i] * wL[i] for i in range(self.n)]) for k in range(self.m)]
+
+    def param_vjp(self, w):
+        assigns, grad = self._residual_adjoint(w, self.S.p)
+        return assigns, [grad]
+
+    def input_vjp(self, w):
+        assigns, grad = self._residual_adjoint(w, self.S.u, outputs=True)
+        return assigns, [grad]
+
+    def output_vjp(self, w):
+        new, grad = adjoint(self.prog, self.s, list(w["dphi"]), list(self.x) + list(self.S.p),
+                            "b")
+        nx = len(self.x)
+        return self.prog.assignments + new, [grad[:nx], grad[nx:]]
+
+    def state_hvp(self, w):
+        S = self.S
+        seed = {**dict(zip(self.x, w["dx"])), **dict(zip(S.p, w["dp"]))}
+        exprs = self.Ma + self.g + self.C + self.s
+        weights = list(w["wM"]) + list(w["wG"]) + list(w["wC"]) + list(w["wS"])
+        fwd, d = tangent(self.prog, exprs, seed, "t")
+        phi = sp.Add(*[wk * dk for wk, dk in zip(weights, d) if dk != 0])
+        ext = self.prog.extend(fwd)
+        wrt = list(self.x) + list(S.u)
+        rev, grad = adjoint(ext, [phi], [sp.S.One], wrt, "b")
+        nx = len(self.x)
+        return ext.assignments + rev, [grad[:nx], grad[nx:]]
+
+    def massless_rows(self, w):
+        n, m, S = self.n, self.m, self.S
+        Cq = self.ds.Cq
+        free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
+        if not free:
+            zero = sp.S.Zero
+            return [], [[zero] * n, [zero] * (n * n), [zero] * (n * n),
+                        [zero] * (n * len(S.p))]
+        seed = {**dict(zip(S.q, S.v)), **dict(zip(S.v, S.a)), S.t: sp.S.One}
+        fwd, d = tangent(self.prog, [self.g[i] for i in free], seed, "t")
+        ext = self.prog.extend(fwd)
+        blocks, new = [], []
+        for syms, prefix in ((S.q, "mq"), (S.v, "mv"), (S.p, "mp")):
+            assigns, cols = jacobian_columns(ext, d, self._unit(syms), prefix)
+            new += assigns
+            full = [[sp.S.Zero] * n for _ in cols]
+            for j, col in enumerate(cols):
+                for r, i in enumerate(free):
+                    full[j][i] = col[r]
+            blocks.append(_columns_to_rows(full, n) if cols else [])
+        gdot = [sp.S.Zero] * n
+        for r, i in enumerate(free):
+            gdot[i] = d[r]
+        return ext.assignments + new, [gdot] + blocks
+
+
+def graph_kernel_table(ds: DerivedSystem) -> dict:
+    """{kernel name: (flat output expressions, accumulate, assignments)} for every
+    non-internal kernel: graph programs for the dynamics, trees (no assignments) for the
+    kernels in TREE_KERNELS."""
+    sizes = Sizes.of(ds.sizes)
+    graph = _Graph(ds)
+    trees = kernel_expressions(ds, names=TREE_KERNELS)
+    out = {}
+    for spec in KERNELS:
+        if spec.internal:
+            continue
+        if spec.name in trees:
+            exprs, accumulate = trees[spec.name]
+            out[spec.name] = (exprs, accumulate, [])
+            continue
+        assigns, parts = getattr(graph, spec.name)(weight_symbols(spec, sizes))
+        out[spec.name] = (flatten_blocks(spec, parts, sizes), spec.accumulate, list(assigns))
+    return out
