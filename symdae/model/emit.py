@@ -27,7 +27,7 @@ from .kernels import (
     layout,
     weight_size,
 )
-from .graph import needed_assignments
+from .graph import FreeSymbols, needed_assignments
 from .graph_kernels import graph_kernel_table
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
@@ -71,11 +71,17 @@ def _costly(e: sp.Expr) -> bool:
     return False
 
 
+def _rebuilt(e: sp.Basic, args: list) -> sp.Basic:
+    """e with new arguments (e itself when none changed: rebuilding a large sum costs)."""
+    return e if all(a is b for a, b in zip(args, e.args)) else e.func(*args)
+
+
 class _Hoister:
     """Replaces costly subexpressions in (t, p, u) only by symbols ``tau[k]``."""
 
-    def __init__(self, ds: DerivedSystem):
+    def __init__(self, ds: DerivedSystem, free: FreeSymbols):
         S = ds.symbols
+        self.free = free
         self.tpu = frozenset((S.t,) + S.p + S.u)
         self.terms: dict = {}      # expression -> tau symbol, in creation order
         self._memo: dict = {}
@@ -91,28 +97,28 @@ class _Hoister:
         hit = self._memo.get(e)
         if hit is not None:
             return hit
-        if e.free_symbols <= self.tpu:
+        if self.free(e) <= self.tpu:
             out = self._slot(e) if _costly(e) else e
         elif isinstance(e, (sp.Add, sp.Mul)):
-            fixed = [a for a in e.args if a.free_symbols <= self.tpu]
-            rest = [self(a) for a in e.args if not a.free_symbols <= self.tpu]
+            fixed = [a for a in e.args if self.free(a) <= self.tpu]
+            rest = [self(a) for a in e.args if not self.free(a) <= self.tpu]
             part = e.func(*fixed) if fixed else None
             if part is not None and _costly(part):
                 out = e.func(self._slot(part), *rest)
             else:
-                out = e.func(*([self(a) for a in fixed] + rest))
+                out = _rebuilt(e, [self(a) for a in e.args])
         else:
-            out = e.func(*[self(a) for a in e.args])
+            out = _rebuilt(e, [self(a) for a in e.args])
         self._memo[e] = out
         return out
 
 
-def hoist_time_terms(ds: DerivedSystem, table: dict):
+def hoist_time_terms(ds: DerivedSystem, table: dict, free: FreeSymbols | None = None):
     """(table with time terms replaced, tau symbols, forward tau expressions, sensitivity tau
     expressions); tau[k] stands for the k-th expression of forward + sensitivity. The table's
     entries are (expressions, accumulate) or (expressions, accumulate, assignments); the
     result's are always the latter."""
-    hoister = _Hoister(ds)
+    hoister = _Hoister(ds, free or FreeSymbols())
     forward = [s.name for s in KERNELS if s.forward and not s.internal]
     order = forward + [k for k in table if k not in forward]
     out = {}
@@ -244,7 +250,7 @@ def use_graph(ds: DerivedSystem) -> bool:
 
 def _program_function(fname: str, items: list, accumulate: bool, printer: CythonPrinter,
                       ds: DerivedSystem, arrays: dict, blocks: dict, shared: dict,
-                      chunked: bool) -> list:
+                      chunked: bool, free: FreeSymbols) -> list:
     """Lines of one cdef function evaluating ``items``: ("set", symbol, expression) or
     ("out", index, expression), in order. Symbols in ``shared`` live in the kernel's scratch
     array (read by later chunks), the others in local variables."""
@@ -252,7 +258,7 @@ def _program_function(fname: str, items: list, accumulate: bool, printer: Cython
     lines = [head + (", double* z)" if chunked else ")") + " noexcept nogil:"]
     used = set()
     for _, _, e in items:
-        used |= e.free_symbols
+        used |= free(e)
     if ds.symbols.t in used:
         lines.append("    cdef double t = x.t")
     for arr, syms in arrays.items():
@@ -283,11 +289,12 @@ def _program_function(fname: str, items: list, accumulate: bool, printer: Cython
 
 
 def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, printer, ds,
-                   arrays, blocks, chunk_ops: int) -> list:
+                   arrays, blocks, chunk_ops: int, free: FreeSymbols) -> list:
     """A graph kernel: its needed assignments, then its output entries, split into chunk
     functions of about chunk_ops nodes that share a scratch array."""
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
-    items = [("set", z, f) for z, f in needed_assignments(assigns, [e for _, e in entries])]
+    items = [("set", z, f)
+             for z, f in needed_assignments(assigns, [e for _, e in entries], free)]
     items += [("out", i, e) for i, e in entries]
     groups, cur, ops = [], [], 0
     for item in items:
@@ -303,7 +310,7 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
     shared = {}
     for c, grp in enumerate(groups):
         for _, _, e in grp:
-            for sym in e.free_symbols:
+            for sym in free(e):
                 if home.get(sym, c) != c and sym not in shared:
                     shared[sym] = f"z[{len(shared)}]"
     out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
@@ -312,10 +319,10 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
     try:
         if len(groups) == 1:
             return out + _program_function(f"_k_{name}", groups[0], accumulate, printer, ds,
-                                           arrays, blocks, shared, False)
+                                           arrays, blocks, shared, False, free)
         for c, grp in enumerate(groups):
             out += _program_function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays,
-                                     blocks, shared, True)
+                                     blocks, shared, True, free)
             out.append("")
     finally:
         for sym in shared:
@@ -342,14 +349,18 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     instead of from the expanded Jacobians; by default when the residual is large
     (:func:`use_graph`)."""
     graph = use_graph(ds) if graph is None else graph
-    table = graph_kernel_table(ds) if graph else kernel_expressions(ds)
-    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, table)
+    free = FreeSymbols()
+    table = graph_kernel_table(ds, free) if graph else kernel_expressions(ds)
+    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, table, free)
     table["time_terms"] = (tau_fwd, False, [])
     table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
     n_w = max(weight_size(s.name, sizes) for s in KERNELS)
     printer = CythonPrinter(_slots(ds, arrays, n_w))
+    # a graph program's sums print in their stored order (sorting them costs, and the order
+    # of a graph's terms is no less deterministic)
+    gprinter = CythonPrinter(_slots(ds, arrays, n_w), {"order": "none"})
     sz = {**ds.sizes, "n_tau": sizes.n_tau}
     out = [
         "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
@@ -370,8 +381,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         exprs, accumulate, assigns = table[spec.name]
         blocks = layout(spec.name, sizes)
         if assigns:
-            out += _program_lines(spec.name, exprs, accumulate, assigns, printer, ds, arrays,
-                                  blocks, chunk_ops)
+            out += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
+                                  arrays, blocks, chunk_ops, free)
         else:
             out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
                                  chunk_ops)

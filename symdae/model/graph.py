@@ -24,28 +24,86 @@ import sympy as sp
 
 from .nonsmooth import almost_everywhere
 
-__all__ = ["Program", "straight_line", "tangent", "adjoint", "jacobian_columns",
+__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "jacobian_columns",
            "needed_assignments"]
+
+
+class FreeSymbols:
+    """Memoized free symbols of expressions (SymPy recomputes them on every call, which
+    dominates walking a large graph)."""
+
+    def __init__(self):
+        self._memo: dict = {}
+
+    def __call__(self, e: sp.Basic) -> frozenset:
+        out = self._memo.get(e)
+        if out is None:
+            if e.is_Symbol:
+                out = frozenset((e,))
+            elif not e.args:
+                out = frozenset()
+            else:
+                out = frozenset().union(*[self(a) for a in e.args])
+            self._memo[e] = out
+        return out
+
+
+# elementary functions of one argument, differentiated by their own fdiff
+_SMOOTH = (sp.sin, sp.cos, sp.tan, sp.exp, sp.log, sp.sinh, sp.cosh, sp.tanh, sp.asin,
+           sp.acos, sp.atan, sp.asinh, sp.acosh, sp.atanh)
 
 
 @dataclass
 class Program:
-    """Assignments in evaluation order and a cache of their local partial derivatives."""
+    """Assignments in evaluation order and caches of their free symbols and local partial
+    derivatives."""
 
     assignments: list = field(default_factory=list)
+    free: FreeSymbols = field(default_factory=FreeSymbols)
     _partials: dict = field(default_factory=dict)
 
     def extend(self, assignments) -> "Program":
-        """A program with ``assignments`` appended (the partials cache is shared)."""
-        return Program(self.assignments + list(assignments), self._partials)
+        """A program with ``assignments`` appended (the caches are shared)."""
+        return Program(self.assignments + list(assignments), self.free, self._partials)
 
     def partial(self, e: sp.Expr, s: sp.Symbol) -> sp.Expr:
         """d e / d s almost everywhere, e one assignment's right-hand side (or an output)."""
         key = (e, s)
         d = self._partials.get(key)
         if d is None:
-            d = self._partials[key] = almost_everywhere(e.diff(s))
+            d = self._partials[key] = self._diff(e, s, {})
         return d
+
+    def _diff(self, e, s, memo):
+        """The chain rule through sums, products, powers and the elementary functions
+        directly (SymPy's diff builds and checks a Derivative at every node); anything else
+        by SymPy, almost everywhere."""
+        if e == s:
+            return sp.S.One
+        if s not in self.free(e):
+            return sp.S.Zero
+        out = memo.get(e)
+        if out is not None:
+            return out
+        args = e.args
+        if e.is_Add:
+            out = sp.Add(*[self._diff(a, s, memo) for a in args])
+        elif e.is_Mul:
+            out = sp.Add(*[sp.Mul(*args[:i], self._diff(a, s, memo), *args[i + 1:])
+                           for i, a in enumerate(args) if s in self.free(a)])
+        elif e.is_Pow:
+            b, x = args
+            if s not in self.free(x):
+                out = x * b ** (x - 1) * self._diff(b, s, memo)
+            else:
+                out = e * (self._diff(x, s, memo) * sp.log(b)
+                           + x * self._diff(b, s, memo) / b)
+        elif isinstance(e, _SMOOTH):
+            out = e.fdiff(1) * self._diff(args[0], s, memo)
+        else:
+            out = almost_everywhere(e.diff(s))
+        memo[e] = out
+        return out
 
 
 def _symbols(prefix: str):
@@ -67,7 +125,7 @@ def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
     dot = dict(seed)
     new = []
     for z, f in prog.assignments:
-        terms = [prog.partial(f, s) * dot[s] for s in f.free_symbols if s in dot]
+        terms = [prog.partial(f, s) * dot[s] for s in prog.free(f) if s in dot]
         if not terms:
             continue
         t = sp.Add(*terms)
@@ -79,7 +137,7 @@ def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
             sym = next(names)
             new.append((sym, t))
             dot[z] = sym
-    out = [sp.Add(*[prog.partial(e, s) * dot[s] for s in e.free_symbols if s in dot])
+    out = [sp.Add(*[prog.partial(e, s) * dot[s] for s in prog.free(e) if s in dot])
            for e in exprs]
     return new, out
 
@@ -92,7 +150,7 @@ def adjoint(prog: Program, exprs: list, weights: list, wrt: list, prefix: str = 
     for e, w in zip(exprs, weights):
         if w == 0 or e == 0:
             continue
-        for s in e.free_symbols:
+        for s in prog.free(e):
             d = prog.partial(e, s)
             if d != 0:
                 bar.setdefault(s, []).append(w * d)
@@ -108,7 +166,7 @@ def adjoint(prog: Program, exprs: list, weights: list, wrt: list, prefix: str = 
             sym = next(names)
             new.append((sym, b))
             b = sym
-        for s in f.free_symbols:
+        for s in prog.free(f):
             d = prog.partial(f, s)
             if d != 0:
                 bar.setdefault(s, []).append(b * d)
@@ -126,16 +184,17 @@ def jacobian_columns(prog: Program, exprs: list, seeds: list, prefix: str = "j")
     return new, cols
 
 
-def needed_assignments(assignments: list, exprs: list) -> list:
+def needed_assignments(assignments: list, exprs: list, free=None) -> list:
     """The assignments the expressions need (directly or through other assignments), in
-    order."""
+    order; ``free``: a FreeSymbols to share."""
+    free = free or FreeSymbols()
     need = set()
     for e in exprs:
-        need |= e.free_symbols
+        need |= free(e)
     out = []
     for z, f in reversed(assignments):
         if z in need:
             out.append((z, f))
-            need |= f.free_symbols
+            need |= free(f)
     out.reverse()
     return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .derivation import DerivedSystem
-from .graph import adjoint, jacobian_columns, straight_line, tangent
+from .graph import FreeSymbols, adjoint, jacobian_columns, straight_line, tangent
 from .kernels import KERNELS, Sizes, flatten_blocks, kernel_expressions, weight_symbols
 
 __all__ = ["graph_kernel_table", "TREE_KERNELS"]
@@ -39,12 +39,13 @@ def _columns_to_rows(cols: list, rows: int) -> list:
 class _Graph:
     """The residual and outputs of one model as a program, and the kernel builders on it."""
 
-    def __init__(self, ds: DerivedSystem):
+    def __init__(self, ds: DerivedSystem, free: FreeSymbols):
         S = ds.symbols
         self.ds, self.S = ds, S
         self.n, self.m, self.n_s = ds.n, ds.m, len(ds.s)
         n, m = self.n, self.m
         self.prog, red = straight_line(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s), "z")
+        self.prog.free = free
         self.Ma, self.g = red[:n], red[n:2 * n]
         self.C, self.s = red[2 * n:2 * n + m], red[2 * n + m:]
         self.x = tuple(S.q) + tuple(S.v) + tuple(S.a) + tuple(S.lam)
@@ -179,12 +180,12 @@ class _Graph:
         return ext.assignments + new, [gdot] + blocks
 
 
-def graph_kernel_table(ds: DerivedSystem) -> dict:
+def graph_kernel_table(ds: DerivedSystem, free: FreeSymbols | None = None) -> dict:
     """{kernel name: (flat output expressions, accumulate, assignments)} for every
     non-internal kernel: graph programs for the dynamics, trees (no assignments) for the
-    kernels in TREE_KERNELS."""
+    kernels in TREE_KERNELS. ``free``: a FreeSymbols cache to share."""
     sizes = Sizes.of(ds.sizes)
-    graph = _Graph(ds)
+    graph = _Graph(ds, free or FreeSymbols())
     trees = kernel_expressions(ds, names=TREE_KERNELS)
     out = {}
     for spec in KERNELS:
