@@ -18,6 +18,7 @@ from sympy.physics.mechanics import dynamicsymbols
 
 from ..errors import InputError, ModelError, UndeclaredSymbolError, UnknownNameError
 from .nonsmooth import check_compilable
+from .walk import distinct_nodes, replace_all
 
 __all__ = ["Model", "KernelSymbols", "parameter_name", "by_parameter_name"]
 
@@ -332,25 +333,28 @@ class Model:
         rep[self.time] = S.t
         return rep
 
-    def to_kernel(self, expr: sp.Expr) -> sp.Expr:
-        """Rewrite a user expression in the internal kernel symbols (``q[i]``, ``p[k]``, ...)."""
-        return sp.sympify(expr).xreplace(self._replacements)
+    def to_kernel(self, expr: sp.Expr, memo: dict | None = None) -> sp.Expr:
+        """Rewrite a user expression in the internal kernel symbols (``q[i]``, ``p[k]``, ...);
+        ``memo``: a dict shared by calls that rewrite expressions with common parts."""
+        return replace_all(sp.sympify(expr), self._replacements, memo)
 
     def _check_one(self, expr: sp.Expr, where: str, allowed: set) -> None:
         # Inspect the user's expression before substitution: replacing x(t) inside an
         # unsupported derivative such as x''' would silently turn it into 0.
         rep = self._replacements
-        for d in expr.atoms(sp.Derivative):
+        expr = sp.sympify(expr)
+        nodes = distinct_nodes(expr)
+        for d in (x for x in nodes if isinstance(x, sp.Derivative)):
             if d not in rep:
                 raise ModelError(f"{where} contains {d}; only first and second time "
                                  "derivatives of coordinates are supported")
-        undeclared = [f for f in expr.atoms(AppliedUndef) if f not in rep]
-        undeclared += [s for s in expr.free_symbols - {self.time} if s not in rep]
+        undeclared = [f for f in nodes if isinstance(f, AppliedUndef) and f not in rep]
+        undeclared += [s for s in nodes if s.is_Symbol and s != self.time and s not in rep]
         if undeclared:
             raise UndeclaredSymbolError(undeclared, where)
         kernel = self.to_kernel(expr)
         check_compilable(kernel, where)
-        free = kernel.free_symbols - {self.symbols.t}
+        free = {s for s in distinct_nodes(kernel) if s.is_Symbol} - {self.symbols.t}
         bad = sorted((s for s in free if s not in allowed), key=str)
         if bad:
             inverse = {v: k for k, v in self._replacements.items()}

@@ -123,10 +123,14 @@ def derive(model: Model) -> DerivedSystem:
     S = model.symbols
     n, m, n_p, n_u = model.n, model.m, len(S.p), len(S.u)
     v, a, lam, p, t = sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), S.p, S.t
+    memo: dict = {}
 
-    forces = sp.Matrix([model.to_kernel(f) for f in model.forces])
+    def kern(e):
+        return model.to_kernel(e, memo)
+
+    forces = sp.Matrix([kern(f) for f in model.forces])
     if model.lagrangian is not None:
-        L = model.to_kernel(model.lagrangian)
+        L = kern(model.lagrangian)
         dL_dv = sp.Matrix([L.diff(vi) for vi in S.v])
         M = dL_dv.jacobian(list(S.v))
         if M.free_symbols & set(S.v):
@@ -135,22 +139,22 @@ def derive(model: Model) -> DerivedSystem:
         dL_dq = sp.Matrix([L.diff(qi) for qi in S.q])
         Q = forces + dL_dq - dL_dv.jacobian(list(S.q)) * v - dL_dv.diff(t)
     else:
-        M = sp.Matrix(model.to_kernel(model.mass_matrix))
+        M = sp.Matrix(model.mass_matrix).applyfunc(kern)
         Q = forces
 
-    C = sp.Matrix([model.to_kernel(c) for c in model.constraints]) if m else sp.zeros(0, 1)
+    C = sp.Matrix([kern(c) for c in model.constraints]) if m else sp.zeros(0, 1)
     Cq = _jac(C, S.q) if m else sp.zeros(0, n)
     Ma = M * a
     g = (Cq.T * lam if m else sp.zeros(n, 1)) - Q
-    s = sp.Matrix([model.to_kernel(e) for e in model.outputs.values()]) if model.outputs \
+    s = sp.Matrix([kern(e) for e in model.outputs.values()]) if model.outputs \
         else sp.zeros(0, 1)
     if m:
         cdot = Cq * v + C.diff(t)
         gamma = cdot.jacobian(list(S.q)) * v + cdot.diff(t)
     else:
         cdot = gamma = sp.zeros(0, 1)
-    q0 = sp.Matrix([model.to_kernel(e) for e in model.initial_positions])
-    v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
+    q0 = sp.Matrix([kern(e) for e in model.initial_positions])
+    v0 = sp.Matrix([kern(e) for e in model.initial_velocities])
 
     sizes = dict(n=n, m=m, n_p=n_p, n_u=n_u, n_s=len(model.outputs))
     return DerivedSystem(

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy as sp
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import Boolean
 
 from .nonsmooth import almost_everywhere
 
@@ -80,7 +82,8 @@ class Program:
         by SymPy, almost everywhere."""
         if e == s:
             return sp.S.One
-        if s not in self.free(e):
+        if s not in self.free(e) or isinstance(e, (Boolean, Relational)):
+            # a condition (cse may share one) is piecewise constant: derivative 0 a.e.
             return sp.S.Zero
         out = memo.get(e)
         if out is not None:

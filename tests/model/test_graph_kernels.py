@@ -45,7 +45,11 @@ def graph_case(name: str) -> CompiledBackend:
     return graph_backend(case(name).model)
 
 
-@pytest.mark.parametrize("name", MODELS)
+# with switches (Piecewise, sign, Max): conditions shared as subexpressions
+NONSMOOTH = ["end_stop", "belt_friction"]
+
+
+@pytest.mark.parametrize("name", MODELS + NONSMOOTH)
 def test_graph_kernels_equal_tree_kernels(name):
     c, g = case(name), graph_case(name)
     for spec in KERNELS:
