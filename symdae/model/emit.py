@@ -11,6 +11,12 @@ Costly subexpressions that depend only on (t, p, u), such as an excitation A sin
 hoisted out of the kernels into ``time_terms`` (those the forward kernels need) and
 ``time_terms_sensitivity`` (those only the derivative kernels need). The core evaluates them
 once per time step into ``x.tau``; the Newton iterations of that step then reuse them.
+
+A model whose residual is large (more than GRAPH_MIN_NODES tree nodes) gets graph kernels
+(graph_kernels.py): each is a straight-line program of shared assignments followed by its
+output entries, printed as is (the assignments already share what CSE would find) and split
+into chunk functions; an assignment read by a later chunk lives in the kernel's scratch
+array ``z``, the others in local variables.
 """
 from __future__ import annotations
 
