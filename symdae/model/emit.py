@@ -34,7 +34,7 @@ from .kernels import (
     weight_size,
 )
 from .graph import FreeSymbols, needed_assignments
-from .graph_kernels import graph_kernel_table
+from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
@@ -119,13 +119,16 @@ class _Hoister:
         return out
 
 
-def hoist_time_terms(ds: DerivedSystem, table: dict, free: FreeSymbols | None = None):
+def hoist_time_terms(ds: DerivedSystem, table: dict, free: FreeSymbols | None = None,
+                     forward_helpers=()):
     """(table with time terms replaced, tau symbols, forward tau expressions, sensitivity tau
     expressions); tau[k] stands for the k-th expression of forward + sensitivity. The table's
     entries are (expressions, accumulate) or (expressions, accumulate, assignments); the
-    result's are always the latter."""
+    result's are always the latter. ``forward_helpers``: table entries that forward kernels
+    call (their time terms are evaluated with the forward ones)."""
     hoister = _Hoister(ds, free or FreeSymbols())
-    forward = [s.name for s in KERNELS if s.forward and not s.internal]
+    forward = [s.name for s in KERNELS if s.forward and not s.internal] + list(forward_helpers)
+    forward = [k for k in forward if k in table]
     order = forward + [k for k in table if k not in forward]
     out = {}
     n_forward = 0
@@ -348,6 +351,68 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
                   "        return"] + calls + ["    free(z)"]
 
 
+def _column_lines(name: str, sizes: Sizes) -> list:
+    """A COLUMN_KERNELS kernel as a loop over unit directions, each column one call of a
+    helper (graph_kernels.py): d the direction, r the helper's output."""
+    n, m, n_p = sizes.n, sizes.m, sizes.n_p
+    nm = n + m
+    dims = helper_sizes(sizes)
+    helper = "dir_gdot" if name == "massless_rows" else "dir_residual"
+    n_d, n_r = dims[helper]
+    call = [f"        for i in range({n_r}):", "            r[i] = 0.0",
+            f"        _k_{helper}(x, d, r)"]
+    body = []
+    if name == "newton":
+        # K[:n, j] = c_m d(Ma) + d(g) along q_j -> c_q, v_j -> c_v, a_j -> 1; the constraint
+        # rows and columns are C_q (along q_j -> 1), the rest zero
+        body += [f"    for j in range({n}):", "        d[j] = w[1]", f"        d[{n} + j] = w[2]",
+                 f"        d[{2 * n} + j] = 1.0"]
+        body += call
+        body += [f"        for i in range({n}):",
+                 f"            out[i * {nm} + j] = w[0] * r[i] + r[{n} + i]",
+                 f"        d[{n} + j] = 0.0", f"        d[{2 * n} + j] = 0.0"]
+        if m:
+            body += ["        d[j] = 1.0"] + call
+            body += [f"        for k in range({m}):",
+                     f"            out[({n} + k) * {nm} + j] = r[{2 * n} + k]",
+                     f"            out[j * {nm} + {n} + k] = r[{2 * n} + k]"]
+        body += ["        d[j] = 0.0"]
+    elif name == "jacobians":
+        body += [f"    for j in range({n}):", "        d[j] = 1.0"] + call
+        body += [f"        for i in range({n}):",
+                 f"            out[i * {n} + j] = r[i]",
+                 f"            out[{n * n} + i * {n} + j] = r[{n} + i]",
+                 f"        for k in range({m}):",
+                 f"            out[{3 * n * n} + k * {n} + j] = r[{2 * n} + k]",
+                 "        d[j] = 0.0", f"        d[{n} + j] = 1.0"] + call
+        body += [f"        for i in range({n}):",
+                 f"            out[{2 * n * n} + i * {n} + j] = r[{n} + i]",
+                 f"        d[{n} + j] = 0.0"]
+    elif name == "param_jacobians":
+        off = 3 * n + m
+        body += [f"    for j in range({n_p}):", f"        d[{off} + j] = 1.0"] + call
+        body += [f"        for i in range({n}):",
+                 f"            out[i * {n_p} + j] = r[i]",
+                 f"            out[{n * n_p} + i * {n_p} + j] = r[{n} + i]",
+                 f"        for k in range({m}):",
+                 f"            out[{2 * n * n_p} + k * {n_p} + j] = r[{2 * n} + k]",
+                 f"        d[{off} + j] = 0.0"]
+    else:   # massless_rows: gdot, then its derivatives along q, v and p
+        body += [f"    for i in range({n}):", "        r[i] = 0.0", "    _k_gdot(x, d, r)",
+                 f"    for i in range({n}):", "        out[i] = r[i]"]
+        for count, start, off in ((n, 0, n), (n, n, n + n * n), (n_p, 2 * n, n + 2 * n * n)):
+            body += [f"    for j in range({count}):", f"        d[{start} + j] = 1.0"] + call
+            body += [f"        for i in range({n}):",
+                     f"            out[{off} + i * {count} + j] = r[i]",
+                     f"        d[{start} + j] = 0.0"]
+    return [f"# kernel {name}: one column per call of {helper}",
+            f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
+            "noexcept nogil:",
+            f"    cdef double d[{max(n_d, 1)}]", f"    cdef double r[{max(n_r, 1)}]",
+            "    cdef int i, j, k",
+            f"    for i in range({n_d}):", "        d[i] = 0.0"] + body
+
+
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None) -> str:
     """Return the Cython source of the kernel module for ``ds`` (deterministic). ``graph``:
@@ -357,12 +422,14 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     graph = use_graph(ds) if graph is None else graph
     free = FreeSymbols()
     table = graph_kernel_table(ds, free) if graph else kernel_expressions(ds)
-    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, table, free)
+    table, tau, tau_fwd, tau_sens = hoist_time_terms(
+        ds, table, free, [h for h, fwd in HELPERS.items() if fwd])
     table["time_terms"] = (tau_fwd, False, [])
     table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
-    n_w = max(weight_size(s.name, sizes) for s in KERNELS)
+    n_w = max([weight_size(s.name, sizes) for s in KERNELS]
+              + [k for k, _ in helper_sizes(sizes).values()])
     printer = CythonPrinter(_slots(ds, arrays, n_w))
     # a graph program's sums print in their stored order (sorting them costs, and the order
     # of a graph's terms is no less deterministic)
@@ -383,7 +450,15 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
         "",
     ]
+    for name in HELPERS if graph else ():
+        exprs, _, assigns = table[name]
+        out += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
+                              {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free)
+        out.append("")
     for spec in KERNELS:
+        if graph and spec.name in COLUMN_KERNELS:
+            out += _column_lines(spec.name, sizes) + [""]
+            continue
         exprs, accumulate, assigns = table[spec.name]
         blocks = layout(spec.name, sizes)
         if assigns:

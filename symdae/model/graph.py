@@ -26,8 +26,7 @@ from sympy.logic.boolalg import Boolean
 
 from .nonsmooth import almost_everywhere
 
-__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "jacobian_columns",
-           "needed_assignments"]
+__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "needed_assignments"]
 
 
 class FreeSymbols:
@@ -174,17 +173,6 @@ def adjoint(prog: Program, exprs: list, weights: list, wrt: list, prefix: str = 
             if d != 0:
                 bar.setdefault(s, []).append(b * d)
     return new, [sp.Add(*bar.get(y, [])) for y in wrt]
-
-
-def jacobian_columns(prog: Program, exprs: list, seeds: list, prefix: str = "j") -> tuple:
-    """(new assignments, columns): one tangent of ``exprs`` per seed (a dense Jacobian is the
-    tangents along the unit seeds {x_j: 1})."""
-    new, cols = [], []
-    for k, seed in enumerate(seeds):
-        assigns, col = tangent(prog, exprs, seed, prefix=f"{prefix}{k}_")
-        new += assigns
-        cols.append(col)
-    return new, cols
 
 
 def needed_assignments(assignments: list, exprs: list, free=None) -> list:

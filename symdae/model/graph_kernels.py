@@ -21,19 +21,19 @@ from __future__ import annotations
 import sympy as sp
 
 from .derivation import DerivedSystem
-from .graph import FreeSymbols, adjoint, jacobian_columns, straight_line, tangent
+from .graph import FreeSymbols, adjoint, straight_line, tangent
 from .kernels import KERNELS, Sizes, flatten_blocks, kernel_expressions, weight_symbols
 
-__all__ = ["graph_kernel_table", "TREE_KERNELS"]
+__all__ = ["graph_kernel_table", "helper_sizes", "TREE_KERNELS", "COLUMN_KERNELS", "HELPERS"]
 
 # built from the tree expressions in either form
 TREE_KERNELS = ("residual_magnitude", "initial_state", "initial_state_jacobian",
                 "constraint_velocity", "acceleration_constraint")
-
-
-def _columns_to_rows(cols: list, rows: int) -> list:
-    """Row-major entries of the matrix whose columns are ``cols``."""
-    return [cols[j][i] for i in range(rows) for j in range(len(cols))]
+# dense Jacobians, filled one column per call of a helper along a unit direction (the
+# emitter writes their loops): one tangent program each instead of one per column
+COLUMN_KERNELS = ("newton", "jacobians", "param_jacobians", "massless_rows")
+# the helpers, and whether a forward kernel calls them (their time terms are forward ones)
+HELPERS = {"dir_residual": True, "gdot": False, "dir_gdot": False}
 
 
 class _Graph:
@@ -49,9 +49,7 @@ class _Graph:
         self.Ma, self.g = red[:n], red[n:2 * n]
         self.C, self.s = red[2 * n:2 * n + m], red[2 * n + m:]
         self.x = tuple(S.q) + tuple(S.v) + tuple(S.a) + tuple(S.lam)
-
-    def _unit(self, syms) -> list:
-        return [{y: sp.S.One} for y in syms]
+        self._gdot_cache = None
 
     # -- builders: (assignments, blocks)
     def residual(self, w):
@@ -59,38 +57,6 @@ class _Graph:
 
     def outputs(self, w):
         return self.prog.assignments, [self.s]
-
-    def newton(self, w):
-        n, m, S = self.n, self.m, self.S
-        c_m, c_q, c_v = w["c_m"], w["c_q"], w["c_v"]
-        rows = [c_m * a + b for a, b in zip(self.Ma, self.g)]
-        seeds = [{S.q[j]: c_q, S.v[j]: c_v, S.a[j]: sp.S.One} for j in range(n)]
-        new, cols = jacobian_columns(self.prog, rows, seeds, "nk")
-        K = sp.zeros(n + m, n + m)
-        for j, col in enumerate(cols):
-            for i in range(n):
-                K[i, j] = col[i]
-        for k in range(m):
-            for i in range(n):
-                K[i, n + k] = K[n + k, i] = self.ds.Cq[k, i]
-        return self.prog.assignments + new, [K]
-
-    def jacobians(self, w):
-        n, m, S = self.n, self.m, self.S
-        new_q, cq = jacobian_columns(self.prog, self.Ma + self.g + self.C, self._unit(S.q), "jq")
-        new_v, cv = jacobian_columns(self.prog, self.g, self._unit(S.v), "jv")
-        JM = _columns_to_rows([c[:n] for c in cq], n)
-        JG = _columns_to_rows([c[n:2 * n] for c in cq], n)
-        Cq = _columns_to_rows([c[2 * n:] for c in cq], m)
-        return self.prog.assignments + new_q + new_v, [JM, JG, _columns_to_rows(cv, n), Cq]
-
-    def param_jacobians(self, w):
-        n, m, S = self.n, self.m, self.S
-        new, cp = jacobian_columns(self.prog, self.Ma + self.g + self.C, self._unit(S.p), "jp")
-        return self.prog.assignments + new, [
-            _columns_to_rows([c[:n] for c in cp], n),
-            _columns_to_rows([c[n:2 * n] for c in cp], n),
-            _columns_to_rows([c[2 * n:] for c in cp], m)]
 
     def _residual_tangent(self, seed):
         n, m = self.n, self.m
@@ -154,42 +120,65 @@ class _Graph:
         nx = len(self.x)
         return ext.assignments + rev, [grad[:nx], grad[nx:]]
 
-    def massless_rows(self, w):
+    # -- helpers of the column-by-column kernels (COLUMN_KERNELS): (assignments, entries)
+    def dir_residual(self, d):
+        """The tangent of (Ma, g, C) along the direction d = (dq, dv, da, dlam, dp)."""
         n, m, S = self.n, self.m, self.S
-        Cq = self.ds.Cq
-        free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
-        if not free:
-            zero = sp.S.Zero
-            return [], [[zero] * n, [zero] * (n * n), [zero] * (n * n),
-                        [zero] * (n * len(S.p))]
-        seed = {**dict(zip(S.q, S.v)), **dict(zip(S.v, S.a)), S.t: sp.S.One}
-        fwd, d = tangent(self.prog, [self.g[i] for i in free], seed, "t")
-        ext = self.prog.extend(fwd)
-        blocks, new = [], []
-        for syms, prefix in ((S.q, "mq"), (S.v, "mv"), (S.p, "mp")):
-            assigns, cols = jacobian_columns(ext, d, self._unit(syms), prefix)
-            new += assigns
-            full = [[sp.S.Zero] * n for _ in cols]
-            for j, col in enumerate(cols):
-                for r, i in enumerate(free):
-                    full[j][i] = col[r]
-            blocks.append(_columns_to_rows(full, n) if cols else [])
-        gdot = [sp.S.Zero] * n
-        for r, i in enumerate(free):
-            gdot[i] = d[r]
-        return ext.assignments + new, [gdot] + blocks
+        seed = dict(zip(self.x + tuple(S.p), d))
+        new, t = tangent(self.prog, self.Ma + self.g + self.C, seed, "t")
+        return self.prog.assignments + new, t
+
+    def _gdot(self):
+        """(program extended by gdot, gdot on every row: 0 on the rows constraints reach)."""
+        if self._gdot_cache is None:
+            n, m, S = self.n, self.m, self.S
+            Cq = self.ds.Cq
+            free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
+            seed = {**dict(zip(S.q, S.v)), **dict(zip(S.v, S.a)), S.t: sp.S.One}
+            fwd, d = tangent(self.prog, [self.g[i] for i in free], seed, "m")
+            gdot = [sp.S.Zero] * n
+            for r, i in enumerate(free):
+                gdot[i] = d[r]
+            self._gdot_cache = (self.prog.extend(fwd), gdot)
+        return self._gdot_cache
+
+    def gdot(self, d):
+        """gdot = J_G v + G_V a + dg/dt on the rows no constraint reaches."""
+        ext, gdot = self._gdot()
+        return ext.assignments, gdot
+
+    def dir_gdot(self, d):
+        """The tangent of gdot along the direction d = (dq, dv, dp)."""
+        S = self.S
+        ext, gdot = self._gdot()
+        seed = dict(zip(tuple(S.q) + tuple(S.v) + tuple(S.p), d))
+        new, t = tangent(ext, gdot, seed, "t")
+        return ext.assignments + new, t
+
+
+def helper_sizes(sizes: Sizes) -> dict:
+    """{helper: (direction length, output length)} of the column helpers."""
+    n, m, n_p = sizes.n, sizes.m, sizes.n_p
+    return {"dir_residual": (3 * n + m + n_p, 2 * n + m), "gdot": (0, n),
+            "dir_gdot": (2 * n + n_p, n)}
 
 
 def graph_kernel_table(ds: DerivedSystem, free: FreeSymbols | None = None) -> dict:
-    """{kernel name: (flat output expressions, accumulate, assignments)} for every
-    non-internal kernel: graph programs for the dynamics, trees (no assignments) for the
-    kernels in TREE_KERNELS. ``free``: a FreeSymbols cache to share."""
+    """{name: (flat output expressions, accumulate, assignments)}: graph programs for the
+    dynamics kernels, trees (no assignments) for the kernels in TREE_KERNELS, and for the
+    kernels in COLUMN_KERNELS none but the helpers in HELPERS they are filled from (each a
+    function of a direction in its weights w[0], w[1], ...). ``free``: a FreeSymbols cache to
+    share."""
     sizes = Sizes.of(ds.sizes)
     graph = _Graph(ds, free or FreeSymbols())
     trees = kernel_expressions(ds, names=TREE_KERNELS)
     out = {}
+    for name, (k, _) in helper_sizes(sizes).items():
+        direction = tuple(sp.Symbol(f"w[{i}]", real=True) for i in range(k))
+        assigns, exprs = getattr(graph, name)(direction)
+        out[name] = (list(exprs), False, list(assigns))
     for spec in KERNELS:
-        if spec.internal:
+        if spec.internal or spec.name in COLUMN_KERNELS:
             continue
         if spec.name in trees:
             exprs, accumulate = trees[spec.name]
