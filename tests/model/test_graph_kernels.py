@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from symdae.model.graph import adjoint, straight_line, tangent
 from symdae.model.kernels import KERNELS
 from symdae.simulation.backends.compiled import CompiledBackend
 
-from test_kernels import MODELS, RTOL_REF, W_SETS, case, central
+from test_kernels import MODELS, case, central, check_against_reference
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -53,23 +52,8 @@ NONSMOOTH = ["end_stop", "belt_friction"]
 def test_graph_kernels_equal_tree_kernels(name):
     c, g = case(name), graph_case(name)
     for spec in KERNELS:
-        if spec.internal:
-            continue
-        kernel = spec.name
-        rng = np.random.default_rng(zlib.crc32(kernel.encode()))
-        wlist = list(W_SETS.values()) if kernel == "newton" else [c.weights(kernel, rng)]
-        for st in c.states:
-            for w in wlist:
-                A = g.evaluate(kernel, st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w=w)
-                B = c.ref.evaluate(kernel, st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w=w)
-                assert A.shape == B.shape, f"{name} {kernel}: shapes {A.shape}, {B.shape}"
-                F = c.mag(kernel, st, w=w)
-                tol = RTOL_REF * (np.abs(B) + F)
-                bad = np.flatnonzero(~(np.abs(A - B) <= tol))
-                assert not len(bad), (
-                    f"{name} {kernel} at {st.label}: graph and tree kernels differ at entries "
-                    f"{bad[:8].tolist()}: graph {A[bad[:4]]}, tree {B[bad[:4]]}, "
-                    f"tol {tol[bad[:4]]}")
+        if not spec.internal:
+            check_against_reference(c, spec.name, g.evaluate, "graph kernel")
 
 
 def test_tangent_and_adjoint_are_the_chain_rule():
