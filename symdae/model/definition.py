@@ -392,10 +392,19 @@ class Model:
             self.forces, self.constraints, tuple(self.parameters), self.inputs, self.multipliers,
             tuple(self.outputs.items()), self.initial_positions, self.initial_velocities,
         )
-        return sp.srepr(parts)
+        text = self.__dict__.get("_definition")
+        if text is None:
+            text = self.__dict__["_definition"] = sp.srepr(parts)
+        return text
 
     def definition_hash(self) -> str:
         return hashlib.sha256(self.definition().encode()).hexdigest()
+
+    def __getstate__(self) -> dict:
+        # the definition text is remade on demand: a large model's runs to megabytes
+        state = dict(self.__dict__)
+        state.pop("_definition", None)
+        return state
 
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, n={self.n}, m={self.m}, parameters={len(self.parameters)},"

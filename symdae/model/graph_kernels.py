@@ -4,13 +4,15 @@ The same kernels as the spec (:mod:`symdae.model.kernels`) builds from the expan
 matrices, but each one a straight-line program (:mod:`symdae.model.graph`): the residual
 (Ma, g, C) and the outputs s are split once into shared assignments, and
 
-* dense Jacobians (newton, jacobians, param_jacobians) are tangents along unit directions,
-  one per column (newton's column j: the tangent of c_m Ma + g along q_j -> c_q, v_j -> c_v,
-  a_j -> 1);
 * the jvp kernels are one tangent along the weights, the vjp kernels one adjoint with them;
 * state_hvp is the adjoint of phi = w . (tangent of (Ma, g, C, s) along (dx, dp))
   (reverse over forward mode);
-* massless_rows is the tangent of g along (q' = v, v' = a, t' = 1) and its unit tangents.
+* the dense Jacobians (COLUMN_KERNELS) are filled one column per call of a helper program
+  that takes a direction as its weights: ``dir_residual`` is the tangent of (Ma, g, C) along
+  (dq, dv, da, dlam, dp) (newton's column j: q_j -> c_q, v_j -> c_v, a_j -> 1, then
+  c_m dMa + dg), ``gdot`` is the tangent of g along (q' = v, v' = a, t' = 1) and
+  ``dir_gdot`` its tangent along (dq, dv, dp). The emitter writes the loops; the code holds
+  one tangent program per helper instead of one per column.
 
 The kernels that involve only the constraints, the initial state or the round-off model are
 built as trees (constraints are small next to the dynamics). Every entry is what the tree
