@@ -33,7 +33,7 @@ from .kernels import (
     layout,
     weight_size,
 )
-from .graph import FreeSymbols, needed_assignments
+from .graph import FreeSymbols, needed_assignments, split_wide
 from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
@@ -44,6 +44,7 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "hoist_time_te
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted) get graph kernels
 GRAPH_MIN_NODES = 5000
+WIDE_TERMS = 64          # a graph module's sums and products are computed in parts of this many
 _STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
@@ -181,9 +182,12 @@ def _block_of(blocks: dict, idx: int) -> str:
 
 
 def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinter,
-              ds: DerivedSystem, arrays: dict, blocks: dict) -> list:
-    """Lines of one cdef function writing the given entries of ``out`` (CSE'd)."""
+              ds: DerivedSystem, arrays: dict, blocks: dict, wide: bool = False) -> list:
+    """Lines of one cdef function writing the given entries of ``out`` (CSE'd; ``wide``:
+    sums and products split into parts of at most WIDE_TERMS terms)."""
     repl, reduced = _cse([e for _, e in entries])
+    if wide:
+        repl, reduced = split_wide(repl, reduced, WIDE_TERMS)
     items = [("set", sym, e) for sym, e in repl]
     items += [("out", idx, e) for (idx, _), e in zip(entries, reduced)]
     return _program_function(fname, items, accumulate, printer, ds, arrays, blocks, {}, False,
@@ -191,16 +195,16 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinte
 
 
 def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
-                  chunk_ops: int) -> list:
+                  chunk_ops: int, wide: bool = False) -> list:
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
     groups = _chunks(entries, chunk_ops) if entries else []
     out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
         return out + _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer,
-                               ds, arrays, blocks)
+                               ds, arrays, blocks, wide)
     for c, grp in enumerate(groups):
-        out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks)
+        out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide)
         out.append("")
     out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
                "noexcept nogil:")
@@ -276,9 +280,10 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
     """A graph kernel: its needed assignments, then its output entries, split into chunk
     functions of about chunk_ops nodes that share a scratch array."""
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
-    items = [("set", z, f)
-             for z, f in needed_assignments(assigns, [e for _, e in entries], free)]
-    items += [("out", i, e) for i, e in entries]
+    needed, outs = split_wide(needed_assignments(assigns, [e for _, e in entries], free),
+                              [e for _, e in entries], WIDE_TERMS)
+    items = [("set", z, f) for z, f in needed]
+    items += [("out", i, e) for (i, _), e in zip(entries, outs)]
     groups, cur, ops = [], [], 0
     for item in items:
         k = _nodes(item[2])
@@ -440,7 +445,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                                   arrays, blocks, chunk_ops, free)
         else:
             out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
-                                 chunk_ops)
+                                 chunk_ops, graph)
         out.append("")
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]

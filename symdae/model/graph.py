@@ -26,7 +26,8 @@ from sympy.logic.boolalg import Boolean
 
 from .nonsmooth import almost_everywhere
 
-__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "needed_assignments"]
+__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "needed_assignments",
+           "split_wide"]
 
 
 class FreeSymbols:
@@ -189,3 +190,40 @@ def needed_assignments(assignments: list, exprs: list, free=None) -> list:
             need |= free(f)
     out.reverse()
     return out
+
+
+def split_wide(assignments: list, exprs: list, limit: int = 64, prefix: str = "s") -> tuple:
+    """(assignments, expressions) with every sum or product of more than ``limit`` terms
+    computed in parts of at most ``limit`` by new assignments placed before their first use:
+    Cython parses a sum as nested binary operations and overflows its recursion limit on a
+    few hundred terms."""
+    names = _symbols(prefix)
+    memo: dict = {}
+    pending: list = []
+
+    def rebuild(e):
+        if not e.args:
+            return e
+        out = memo.get(e)
+        if out is not None:
+            return out
+        args = [rebuild(a) for a in e.args]
+        while (e.is_Add or e.is_Mul) and len(args) > limit:
+            parts = []
+            for i in range(0, len(args), limit):
+                sym = next(names)
+                pending.append((sym, e.func(*args[i:i + limit])))
+                parts.append(sym)
+            args = parts
+        out = e if all(a is b for a, b in zip(args, e.args)) and len(args) == len(e.args) \
+            else e.func(*args)
+        memo[e] = out
+        return out
+
+    out_assigns = []
+    for z, f in assignments:
+        f = rebuild(f)
+        out_assigns += pending + [(z, f)]
+        pending.clear()
+    out_exprs = [rebuild(e) for e in exprs]
+    return out_assigns + pending, out_exprs

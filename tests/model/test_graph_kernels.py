@@ -123,3 +123,20 @@ def test_graph_source_is_deterministic():
     one = emit_cython(symdae.derive(model), graph=True)
     sp.Dummy("between")
     assert emit_cython(symdae.derive(model), graph=True) == one
+
+
+def test_wide_sums_and_products_are_computed_in_parts():
+    """split_wide: no sum or product wider than the limit is left, and substituting the new
+    assignments back gives the original expressions."""
+    from symdae.model.graph import split_wide
+
+    xs = sp.symbols("x0:300", real=True)
+    exprs = [sp.Add(*xs), sp.Mul(*xs[:70]) * sp.sin(sp.Add(*xs[:130]))]
+    assigns, out = split_wide([], exprs, 64)
+    for e in [f for _, f in assigns] + out:
+        for node in sp.preorder_traversal(e):
+            assert not (node.is_Add or node.is_Mul) or len(node.args) <= 64
+    for e, want in zip(out, exprs):
+        for z, f in reversed(assigns):
+            e = e.xreplace({z: f})
+        assert e == want
