@@ -173,7 +173,9 @@ def graph_kernel_table(ds: DerivedSystem, free: FreeSymbols | None = None) -> di
     share."""
     sizes = Sizes.of(ds.sizes)
     graph = _Graph(ds, free or FreeSymbols())
-    trees = kernel_expressions(ds, names=TREE_KERNELS)
+    # a kernel with no builder here is built as a tree too (correct at any size)
+    trees = kernel_expressions(ds, names=[s.name for s in KERNELS if s.name in TREE_KERNELS or (
+        s.name not in COLUMN_KERNELS and not hasattr(graph, s.name))])
     out = {}
     for name, (k, _) in helper_sizes(sizes).items():
         direction = tuple(sp.Symbol(f"w[{i}]", real=True) for i in range(k))
