@@ -59,7 +59,8 @@ _CORE = _PKG / "simulation" / "core"
 # everything the emitted code depends on besides the model: the symbol mapping, the
 # derivation, the kernel spec, the emitter and printer, and the kernel interface
 GENERATOR_SOURCES = ("model/definition.py", "model/derivation.py", "model/kernels.py",
-                     "model/emit.py", "model/printer.py", "simulation/core/symdae_kernels.h",
+                     "model/graph.py", "model/graph_kernels.py", "model/emit.py",
+                     "model/printer.py", "simulation/core/symdae_kernels.h",
                      "simulation/core/kernel_api.pxd")
 
 

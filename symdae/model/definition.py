@@ -18,6 +18,7 @@ from sympy.physics.mechanics import dynamicsymbols
 
 from ..errors import InputError, ModelError, UndeclaredSymbolError, UnknownNameError
 from .nonsmooth import check_compilable
+from .walk import distinct_nodes, replace_all
 
 __all__ = ["Model", "KernelSymbols", "parameter_name", "by_parameter_name"]
 
@@ -338,25 +339,28 @@ class Model:
         rep[self.time] = S.t
         return rep
 
-    def to_kernel(self, expr: sp.Expr) -> sp.Expr:
-        """Rewrite a user expression in the internal kernel symbols (``q[i]``, ``p[k]``, ...)."""
-        return sp.sympify(expr).xreplace(self._replacements)
+    def to_kernel(self, expr: sp.Expr, memo: dict | None = None) -> sp.Expr:
+        """Rewrite a user expression in the internal kernel symbols (``q[i]``, ``p[k]``, ...);
+        ``memo``: a dict shared by calls that rewrite expressions with common parts."""
+        return replace_all(sp.sympify(expr), self._replacements, memo)
 
     def _check_one(self, expr: sp.Expr, where: str, allowed: set) -> None:
         # Inspect the user's expression before substitution: replacing x(t) inside an
         # unsupported derivative such as x''' would silently turn it into 0.
         rep = self._replacements
-        for d in expr.atoms(sp.Derivative):
+        expr = sp.sympify(expr)
+        nodes = distinct_nodes(expr)
+        for d in (x for x in nodes if isinstance(x, sp.Derivative)):
             if d not in rep:
                 raise ModelError(f"{where} contains {d}; only first and second time "
                                  "derivatives of coordinates are supported")
-        undeclared = [f for f in expr.atoms(AppliedUndef) if f not in rep]
-        undeclared += [s for s in expr.free_symbols - {self.time} if s not in rep]
+        undeclared = [f for f in nodes if isinstance(f, AppliedUndef) and f not in rep]
+        undeclared += [s for s in nodes if s.is_Symbol and s != self.time and s not in rep]
         if undeclared:
             raise UndeclaredSymbolError(undeclared, where)
         kernel = self.to_kernel(expr)
         check_compilable(kernel, where)
-        free = kernel.free_symbols - {self.symbols.t}
+        free = {s for s in distinct_nodes(kernel) if s.is_Symbol} - {self.symbols.t}
         bad = sorted((s for s in free if s not in allowed), key=str)
         if bad:
             inverse = {v: k for k, v in self._replacements.items()}
@@ -394,11 +398,20 @@ class Model:
             self.forces, self.constraints, tuple(self.parameters), self.inputs, self.multipliers,
             tuple(self.outputs.items()), self.initial_positions, self.initial_velocities,
         )
-        return sp.srepr(parts)
+        text = self.__dict__.get("_definition")
+        if text is None:
+            text = self.__dict__["_definition"] = sp.srepr(parts)
+        return text
 
     def definition_hash(self) -> str:
         """SHA-256 of the model's definition (part of the compile cache's key)."""
         return hashlib.sha256(self.definition().encode()).hexdigest()
+
+    def __getstate__(self) -> dict:
+        # the definition text is remade on demand: a large model's runs to megabytes
+        state = dict(self.__dict__)
+        state.pop("_definition", None)
+        return state
 
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, n={self.n}, m={self.m}, parameters={len(self.parameters)},"

@@ -15,6 +15,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import sympy as sp
 
@@ -27,7 +28,10 @@ __all__ = ["DerivedSystem", "derive"]
 
 @dataclass(frozen=True)
 class DerivedSystem:
-    """Exact SymPy expressions of one model, in kernel symbols. Matrices are ImmutableMatrix."""
+    """Exact SymPy expressions of one model, in kernel symbols. Matrices are ImmutableMatrix.
+
+    The derivative matrices are formed when first read: the graph kernels of a large model
+    (graph_kernels.py) never need them expanded."""
 
     name: str
     symbols: KernelSymbols
@@ -37,34 +41,12 @@ class DerivedSystem:
     Cq: sp.ImmutableMatrix
     Ma: sp.ImmutableMatrix
     g: sp.ImmutableMatrix
-    JM: sp.ImmutableMatrix
-    JG: sp.ImmutableMatrix
-    GV: sp.ImmutableMatrix
-    PM: sp.ImmutableMatrix
-    PG: sp.ImmutableMatrix
-    PC: sp.ImmutableMatrix
     s: sp.ImmutableMatrix
-    Sx: sp.ImmutableMatrix
-    Sp: sp.ImmutableMatrix
     cdot: sp.ImmutableMatrix
     gamma: sp.ImmutableMatrix
-    Rc_q: sp.ImmutableMatrix
-    gamma_v: sp.ImmutableMatrix
-    Rc_p: sp.ImmutableMatrix
     q0: sp.ImmutableMatrix
     v0: sp.ImmutableMatrix
-    q0_p: sp.ImmutableMatrix
-    v0_p: sp.ImmutableMatrix
-    gdot: sp.ImmutableMatrix
-    gdot_q: sp.ImmutableMatrix
-    gdot_v: sp.ImmutableMatrix
-    gdot_p: sp.ImmutableMatrix
     sizes: dict = field(default_factory=dict)
-    # input Jacobians (optimal input design: the exact gradient with respect to input samples)
-    UM: sp.ImmutableMatrix | None = None
-    UG: sp.ImmutableMatrix | None = None
-    UC: sp.ImmutableMatrix | None = None
-    Su: sp.ImmutableMatrix | None = None
 
     @property
     def n(self) -> int:
@@ -80,6 +62,39 @@ class DerivedSystem:
     def n_p(self) -> int:
         """The number of parameters."""
         return self.sizes["n_p"]
+
+    @property
+    def _x(self) -> list:
+        S = self.symbols
+        return list(S.q) + list(S.v) + list(S.a) + list(S.lam)
+
+    JM = cached_property(lambda self: _jac(self.Ma, self.symbols.q))
+    JG = cached_property(lambda self: _jac(self.g, self.symbols.q))
+    GV = cached_property(lambda self: _jac(self.g, self.symbols.v))
+    PM = cached_property(lambda self: _jac(self.Ma, self.symbols.p))
+    PG = cached_property(lambda self: _jac(self.g, self.symbols.p))
+    PC = cached_property(lambda self: _jac(self.C, self.symbols.p))
+    Sx = cached_property(lambda self: _jac(self.s, self._x))
+    Sp = cached_property(lambda self: _jac(self.s, self.symbols.p))
+    Rc_q = cached_property(lambda self: _jac(self._Rc, self.symbols.q))
+    gamma_v = cached_property(lambda self: _jac(self.gamma, self.symbols.v))
+    Rc_p = cached_property(lambda self: _jac(self._Rc, self.symbols.p))
+    q0_p = cached_property(lambda self: _jac(self.q0, self.symbols.p))
+    v0_p = cached_property(lambda self: _jac(self.v0, self.symbols.p))
+    gdot = cached_property(lambda self: _imm(_massless_terms(
+        self.g, self.JG, self.GV, self.Cq, self.symbols, self.n, self.m)))
+    gdot_q = cached_property(lambda self: _jac(self.gdot, self.symbols.q))
+    gdot_v = cached_property(lambda self: _jac(self.gdot, self.symbols.v))
+    gdot_p = cached_property(lambda self: _jac(self.gdot, self.symbols.p))
+    # input Jacobians (optimal input design: the exact gradient with respect to input samples)
+    UM = cached_property(lambda self: _jac(self.Ma, self.symbols.u))
+    UG = cached_property(lambda self: _jac(self.g, self.symbols.u))
+    UC = cached_property(lambda self: _jac(self.C, self.symbols.u))
+    Su = cached_property(lambda self: _jac(self.s, self.symbols.u))
+
+    @property
+    def _Rc(self) -> sp.Matrix:
+        return self.Cq * sp.Matrix(self.symbols.a) + self.gamma
 
 
 def _imm(x) -> sp.ImmutableMatrix:
@@ -111,10 +126,14 @@ def derive(model: Model) -> DerivedSystem:
     S = model.symbols
     n, m, n_p, n_u = model.n, model.m, len(S.p), len(S.u)
     v, a, lam, p, t = sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), S.p, S.t
+    memo: dict = {}
 
-    forces = sp.Matrix([model.to_kernel(f) for f in model.forces])
+    def kern(e):
+        return model.to_kernel(e, memo)
+
+    forces = sp.Matrix([kern(f) for f in model.forces])
     if model.lagrangian is not None:
-        L = model.to_kernel(model.lagrangian)
+        L = kern(model.lagrangian)
         dL_dv = sp.Matrix([L.diff(vi) for vi in S.v])
         M = dL_dv.jacobian(list(S.v))
         if M.free_symbols & set(S.v):
@@ -123,43 +142,25 @@ def derive(model: Model) -> DerivedSystem:
         dL_dq = sp.Matrix([L.diff(qi) for qi in S.q])
         Q = forces + dL_dq - dL_dv.jacobian(list(S.q)) * v - dL_dv.diff(t)
     else:
-        M = sp.Matrix(model.to_kernel(model.mass_matrix))
+        M = sp.Matrix(model.mass_matrix).applyfunc(kern)
         Q = forces
 
-    C = sp.Matrix([model.to_kernel(c) for c in model.constraints]) if m else sp.zeros(0, 1)
+    C = sp.Matrix([kern(c) for c in model.constraints]) if m else sp.zeros(0, 1)
     Cq = _jac(C, S.q) if m else sp.zeros(0, n)
     Ma = M * a
     g = (Cq.T * lam if m else sp.zeros(n, 1)) - Q
-    JM, JG, GV = _jac(Ma, S.q), _jac(g, S.q), _jac(g, S.v)
-    PM, PG, PC = _jac(Ma, p), _jac(g, p), _jac(C, p) if m else sp.zeros(0, n_p)
-
-    s = sp.Matrix([model.to_kernel(e) for e in model.outputs.values()]) if model.outputs \
+    s = sp.Matrix([kern(e) for e in model.outputs.values()]) if model.outputs \
         else sp.zeros(0, 1)
-    x_all = list(S.q) + list(S.v) + list(S.a) + list(S.lam)
-    Sx = _jac(s, x_all) if model.outputs else sp.zeros(0, len(x_all))
-    Sp = _jac(s, p) if model.outputs else sp.zeros(0, n_p)
-
     if m:
         cdot = Cq * v + C.diff(t)
         gamma = cdot.jacobian(list(S.q)) * v + cdot.diff(t)
-        Rc = Cq * a + gamma
-        Rc_q, gamma_v, Rc_p = _jac(Rc, S.q), _jac(gamma, S.v), _jac(Rc, p)
     else:
         cdot = gamma = sp.zeros(0, 1)
-        Rc_q, gamma_v, Rc_p = sp.zeros(0, n), sp.zeros(0, n), sp.zeros(0, n_p)
-
-    gdot = _massless_terms(g, JG, GV, Cq, S, n, m)
-
-    q0 = sp.Matrix([model.to_kernel(e) for e in model.initial_positions])
-    v0 = sp.Matrix([model.to_kernel(e) for e in model.initial_velocities])
+    q0 = sp.Matrix([kern(e) for e in model.initial_positions])
+    v0 = sp.Matrix([kern(e) for e in model.initial_velocities])
 
     sizes = dict(n=n, m=m, n_p=n_p, n_u=n_u, n_s=len(model.outputs))
     return DerivedSystem(
-        name=model.name, symbols=S, M=_imm(M), Q=_imm(Q), C=_imm(C),
-        Cq=_imm(Cq), Ma=_imm(Ma), g=_imm(g), JM=JM, JG=JG, GV=GV, PM=PM, PG=PG, PC=_imm(PC),
-        s=_imm(s), Sx=_imm(Sx), Sp=_imm(Sp), cdot=_imm(cdot), gamma=_imm(gamma),
-        Rc_q=_imm(Rc_q), gamma_v=_imm(gamma_v), Rc_p=_imm(Rc_p), q0=_imm(q0), v0=_imm(v0),
-        q0_p=_jac(q0, p), v0_p=_jac(v0, p), gdot=_imm(gdot), gdot_q=_jac(gdot, S.q),
-        gdot_v=_jac(gdot, S.v), gdot_p=_jac(gdot, p), sizes=sizes,
-        UM=_jac(Ma, S.u), UG=_jac(g, S.u), UC=_jac(C, S.u), Su=_jac(s, S.u),
-    )
+        name=model.name, symbols=S, M=_imm(M), Q=_imm(Q), C=_imm(C), Cq=_imm(Cq), Ma=_imm(Ma),
+        g=_imm(g), s=_imm(s), cdot=_imm(cdot), gamma=_imm(gamma), q0=_imm(q0), v0=_imm(v0),
+        sizes=sizes)

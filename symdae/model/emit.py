@@ -11,6 +11,12 @@ Costly subexpressions that depend only on (t, p, u), such as an excitation A sin
 hoisted out of the kernels into ``time_terms`` (those the forward kernels need) and
 ``time_terms_sensitivity`` (those only the derivative kernels need). The core evaluates them
 once per time step into ``x.tau``; the Newton iterations of that step then reuse them.
+
+A model whose residual is large (more than GRAPH_MIN_NODES tree nodes) gets graph kernels
+(graph_kernels.py): each is a straight-line program of shared assignments followed by its
+output entries, printed as is (the assignments already share what CSE would find) and split
+into chunk functions; an assignment read by a later chunk lives in the kernel's scratch
+array ``z``, the others in local variables.
 """
 from __future__ import annotations
 
@@ -27,12 +33,19 @@ from .kernels import (
     layout,
     weight_size,
 )
+from .graph import FreeSymbols, needed_assignments, split_wide
+from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
-__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "hoist_time_terms", "tau_reads"]
+__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "hoist_time_terms",
+           "tau_reads", "tree_size", "use_graph"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
+# residual + outputs larger than this (tree nodes, repetitions counted) get graph kernels
+GRAPH_MIN_NODES = 5000
+WIDE_TERMS = 64          # a graph module's sums and products are computed in parts of this many
+_STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 
@@ -65,11 +78,17 @@ def _costly(e: sp.Expr) -> bool:
     return False
 
 
+def _rebuilt(e: sp.Basic, args: list) -> sp.Basic:
+    """e with new arguments (e itself when none changed: rebuilding a large sum costs)."""
+    return e if all(a is b for a, b in zip(args, e.args)) else e.func(*args)
+
+
 class _Hoister:
     """Replaces costly subexpressions in (t, p, u) only by symbols ``tau[k]``."""
 
-    def __init__(self, ds: DerivedSystem):
+    def __init__(self, ds: DerivedSystem, free: FreeSymbols):
         S = ds.symbols
+        self.free = free
         self.tpu = frozenset((S.t,) + S.p + S.u)
         self.terms: dict = {}      # expression -> tau symbol, in creation order
         self._memo: dict = {}
@@ -85,33 +104,39 @@ class _Hoister:
         hit = self._memo.get(e)
         if hit is not None:
             return hit
-        if e.free_symbols <= self.tpu:
+        if self.free(e) <= self.tpu:
             out = self._slot(e) if _costly(e) else e
         elif isinstance(e, (sp.Add, sp.Mul)):
-            fixed = [a for a in e.args if a.free_symbols <= self.tpu]
-            rest = [self(a) for a in e.args if not a.free_symbols <= self.tpu]
+            fixed = [a for a in e.args if self.free(a) <= self.tpu]
+            rest = [self(a) for a in e.args if not self.free(a) <= self.tpu]
             part = e.func(*fixed) if fixed else None
             if part is not None and _costly(part):
                 out = e.func(self._slot(part), *rest)
             else:
-                out = e.func(*([self(a) for a in fixed] + rest))
+                out = _rebuilt(e, [self(a) for a in e.args])
         else:
-            out = e.func(*[self(a) for a in e.args])
+            out = _rebuilt(e, [self(a) for a in e.args])
         self._memo[e] = out
         return out
 
 
-def hoist_time_terms(ds: DerivedSystem, table: dict):
+def hoist_time_terms(ds: DerivedSystem, table: dict, free: FreeSymbols | None = None,
+                     forward_helpers=()):
     """(table with time terms replaced, tau symbols, forward tau expressions, sensitivity tau
-    expressions); tau[k] stands for the k-th expression of forward + sensitivity."""
-    hoister = _Hoister(ds)
-    forward = [s.name for s in KERNELS if s.forward and not s.internal]
+    expressions); tau[k] stands for the k-th expression of forward + sensitivity. The table's
+    entries are (expressions, accumulate) or (expressions, accumulate, assignments); the
+    result's are always the latter. ``forward_helpers``: table entries that forward kernels
+    call (their time terms are evaluated with the forward ones)."""
+    hoister = _Hoister(ds, free or FreeSymbols())
+    forward = [s.name for s in KERNELS if s.forward and not s.internal] + list(forward_helpers)
+    forward = [k for k in forward if k in table]
     order = forward + [k for k in table if k not in forward]
     out = {}
     n_forward = 0
     for name in order:
-        exprs, accumulate = table[name]
-        out[name] = ([hoister(e) if e != 0 else e for e in exprs], accumulate)
+        exprs, accumulate, *assigns = table[name]
+        out[name] = ([hoister(e) if e != 0 else e for e in exprs], accumulate,
+                     [(z, hoister(f)) for z, f in (assigns[0] if assigns else ())])
         if name == forward[-1]:
             n_forward = len(hoister.terms)
     terms = list(hoister.terms)
@@ -165,68 +190,237 @@ def _block_of(blocks: dict, idx: int) -> str:
 
 
 def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinter,
-              ds: DerivedSystem, arrays: dict, blocks: dict) -> list:
-    """Lines of one cdef function writing the given entries of ``out``."""
-    lines = [f"cdef void {fname}(const symdae_args* x, const double* w, double* out) "
-             "noexcept nogil:"]
+              ds: DerivedSystem, arrays: dict, blocks: dict, wide: bool = False) -> list:
+    """Lines of one cdef function writing the given entries of ``out`` (CSE'd; ``wide``:
+    sums and products split into parts of at most WIDE_TERMS terms)."""
     repl, reduced = _cse([e for _, e in entries])
-    used = set()
-    for e in [r for _, r in repl] + reduced:
-        used |= e.free_symbols
-    if ds.symbols.t in used:
-        lines.append("    cdef double t = x.t")
-    for arr, syms in arrays.items():
-        if used & set(syms):
-            lines.append(f"    cdef const double* {arr} = x.{arr}")
-    tmp_slots = {sym: f"_t{k}" for k, (sym, _) in enumerate(repl)}
-    names = list(tmp_slots.values())
-    for i in range(0, len(names), 16):
-        lines.append("    cdef double " + ", ".join(names[i:i + 16]))
-    printer.slots.update(tmp_slots)
-    op = "+=" if accumulate else "="
-    for sym, e in repl:
-        lines.append(f"    {tmp_slots[sym]} = {printer.doprint(e)}")
-    comment = None
-    for (idx, _), e in zip(entries, reduced):
-        c = _block_of(blocks, idx)
-        if c != comment:
-            lines.append("    " + c)
-            comment = c
-        lines.append(f"    out[{idx}] {op} {printer.doprint(e)}")
-    for sym in tmp_slots:
-        del printer.slots[sym]
-    if len(lines) == 1:
-        lines.append("    pass")
-    return lines
+    if wide:
+        repl, reduced = split_wide(repl, reduced, WIDE_TERMS)
+    items = [("set", sym, e) for sym, e in repl]
+    items += [("out", idx, e) for (idx, _), e in zip(entries, reduced)]
+    return _program_function(fname, items, accumulate, printer, ds, arrays, blocks, {}, False,
+                             FreeSymbols())
 
 
 def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
-                  chunk_ops: int) -> list:
+                  chunk_ops: int, wide: bool = False) -> list:
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
     groups = _chunks(entries, chunk_ops) if entries else []
     out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
         return out + _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer,
-                               ds, arrays, blocks)
+                               ds, arrays, blocks, wide)
     for c, grp in enumerate(groups):
-        out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks)
+        out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide)
         out.append("")
     out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
                "noexcept nogil:")
     return out + [f"    _k_{name}_{c}(x, w, out)" for c in range(len(groups))]
 
 
+def _nodes(e: sp.Basic) -> int:
+    """Size of an expression tree (a cheap stand-in for count_ops)."""
+    return 1 + sum(_nodes(a) for a in e.args)
+
+
+def tree_size(exprs) -> int:
+    """Nodes of the expressions as trees, every repetition counted (what differentiating
+    them as trees copies), in time linear in their distinct subexpressions."""
+    memo: dict = {}
+
+    def size(e):
+        k = memo.get(e)
+        if k is None:
+            k = memo[e] = 1 + sum(size(a) for a in e.args)
+        return k
+
+    return sum(size(sp.sympify(e)) for e in exprs)
+
+
+def use_graph(ds: DerivedSystem) -> bool:
+    """Are the model's residual and outputs large enough for graph kernels?"""
+    return tree_size(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s)) > GRAPH_MIN_NODES
+
+
+def _program_function(fname: str, items: list, accumulate: bool, printer: CythonPrinter,
+                      ds: DerivedSystem, arrays: dict, blocks: dict, shared: dict,
+                      chunked: bool, free: FreeSymbols) -> list:
+    """Lines of one cdef function evaluating ``items``: ("set", symbol, expression) or
+    ("out", index, expression), in order. Symbols in ``shared`` live in the kernel's scratch
+    array (read by later chunks), the others in local variables."""
+    head = f"cdef void {fname}(const symdae_args* x, const double* w, double* out"
+    lines = [head + (", double* z)" if chunked else ")") + " noexcept nogil:"]
+    used = set()
+    for _, _, e in items:
+        used |= free(e)
+    if ds.symbols.t in used:
+        lines.append("    cdef double t = x.t")
+    for arr, syms in arrays.items():
+        if used & set(syms):
+            lines.append(f"    cdef const double* {arr} = x.{arr}")
+    local = {z: f"_t{k}" for k, z in enumerate(z for kind, z, _ in items
+                                                if kind == "set" and z not in shared)}
+    names = list(local.values())
+    for i in range(0, len(names), 16):
+        lines.append("    cdef double " + ", ".join(names[i:i + 16]))
+    printer.slots.update(local)
+    op = "+=" if accumulate else "="
+    comment = None
+    for kind, target, e in items:
+        if kind == "set":
+            lines.append(f"    {printer.slots[target]} = {printer.doprint(e)}")
+            continue
+        c = _block_of(blocks, target)
+        if c != comment:
+            lines.append("    " + c)
+            comment = c
+        lines.append(f"    out[{target}] {op} {printer.doprint(e)}")
+    for z in local:
+        del printer.slots[z]
+    if len(lines) == 1:
+        lines.append("    pass")
+    return lines
+
+
+def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, printer, ds,
+                   arrays, blocks, chunk_ops: int, free: FreeSymbols) -> list:
+    """A graph kernel: its needed assignments, then its output entries, split into chunk
+    functions of about chunk_ops nodes that share a scratch array."""
+    entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
+    needed, outs = split_wide(needed_assignments(assigns, [e for _, e in entries], free),
+                              [e for _, e in entries], WIDE_TERMS)
+    items = [("set", z, f) for z, f in needed]
+    items += [("out", i, e) for (i, _), e in zip(entries, outs)]
+    groups, cur, ops = [], [], 0
+    for item in items:
+        k = _nodes(item[2])
+        if cur and ops + k > chunk_ops:
+            groups.append(cur)
+            cur, ops = [], 0
+        cur.append(item)
+        ops += k
+    if cur or not groups:
+        groups.append(cur)
+    home = {z: c for c, grp in enumerate(groups) for kind, z, _ in grp if kind == "set"}
+    shared = {}
+    for c, grp in enumerate(groups):
+        for _, _, e in grp:
+            for sym in free(e):
+                if home.get(sym, c) != c and sym not in shared:
+                    shared[sym] = f"z[{len(shared)}]"
+    out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
+           f"{len(items) - len(entries)} shared assignments, {len(groups)} chunk(s)"]
+    printer.slots.update(shared)
+    try:
+        if len(groups) == 1:
+            return out + _program_function(f"_k_{name}", groups[0], accumulate, printer, ds,
+                                           arrays, blocks, shared, False, free)
+        for c, grp in enumerate(groups):
+            out += _program_function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays,
+                                     blocks, shared, True, free)
+            out.append("")
+    finally:
+        for sym in shared:
+            del printer.slots[sym]
+    out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
+               "noexcept nogil:")
+    calls = [f"    _k_{name}_{c}(x, w, out, z)" for c in range(len(groups))]
+    if len(shared) <= _STACK_DOUBLES:
+        return out + [f"    cdef double z[{max(len(shared), 1)}]"] + calls
+    # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
+    # the callers report as a non-finite kernel value)
+    return out + [f"    cdef double* z = <double*>malloc({len(shared)} * sizeof(double))",
+                  "    cdef int i",
+                  "    if z == NULL:",
+                  f"        for i in range({len(exprs)}):",
+                  "            out[i] = NAN",
+                  "        return"] + calls + ["    free(z)"]
+
+
+def _column_lines(name: str, sizes: Sizes) -> list:
+    """A COLUMN_KERNELS kernel as a loop over unit directions, each column one call of a
+    helper (graph_kernels.py): d the direction, r the helper's output."""
+    n, m, n_p = sizes.n, sizes.m, sizes.n_p
+    nm = n + m
+    dims = helper_sizes(sizes)
+    helper = "dir_gdot" if name == "massless_rows" else "dir_residual"
+    n_d, n_r = dims[helper]
+    call = [f"        for i in range({n_r}):", "            r[i] = 0.0",
+            f"        _k_{helper}(x, d, r)"]
+    body = []
+    if name == "newton":
+        # K[:n, j] = c_m d(Ma) + d(g) along q_j -> c_q, v_j -> c_v, a_j -> 1; the constraint
+        # rows and columns are C_q (along q_j -> 1), the rest zero
+        body += [f"    for j in range({n}):", "        d[j] = w[1]", f"        d[{n} + j] = w[2]",
+                 f"        d[{2 * n} + j] = 1.0"]
+        body += call
+        body += [f"        for i in range({n}):",
+                 f"            out[i * {nm} + j] = w[0] * r[i] + r[{n} + i]",
+                 f"        d[{n} + j] = 0.0", f"        d[{2 * n} + j] = 0.0"]
+        if m:
+            body += ["        d[j] = 1.0"] + call
+            body += [f"        for k in range({m}):",
+                     f"            out[({n} + k) * {nm} + j] = r[{2 * n} + k]",
+                     f"            out[j * {nm} + {n} + k] = r[{2 * n} + k]"]
+        body += ["        d[j] = 0.0"]
+    elif name == "jacobians":
+        body += [f"    for j in range({n}):", "        d[j] = 1.0"] + call
+        body += [f"        for i in range({n}):",
+                 f"            out[i * {n} + j] = r[i]",
+                 f"            out[{n * n} + i * {n} + j] = r[{n} + i]",
+                 f"        for k in range({m}):",
+                 f"            out[{3 * n * n} + k * {n} + j] = r[{2 * n} + k]",
+                 "        d[j] = 0.0", f"        d[{n} + j] = 1.0"] + call
+        body += [f"        for i in range({n}):",
+                 f"            out[{2 * n * n} + i * {n} + j] = r[{n} + i]",
+                 f"        d[{n} + j] = 0.0"]
+    elif name == "param_jacobians":
+        off = 3 * n + m
+        body += [f"    for j in range({n_p}):", f"        d[{off} + j] = 1.0"] + call
+        body += [f"        for i in range({n}):",
+                 f"            out[i * {n_p} + j] = r[i]",
+                 f"            out[{n * n_p} + i * {n_p} + j] = r[{n} + i]",
+                 f"        for k in range({m}):",
+                 f"            out[{2 * n * n_p} + k * {n_p} + j] = r[{2 * n} + k]",
+                 f"        d[{off} + j] = 0.0"]
+    else:   # massless_rows: gdot, then its derivatives along q, v and p
+        body += [f"    for i in range({n}):", "        r[i] = 0.0", "    _k_gdot(x, d, r)",
+                 f"    for i in range({n}):", "        out[i] = r[i]"]
+        for count, start, off in ((n, 0, n), (n, n, n + n * n), (n_p, 2 * n, n + 2 * n * n)):
+            body += [f"    for j in range({count}):", f"        d[{start} + j] = 1.0"] + call
+            body += [f"        for i in range({n}):",
+                     f"            out[{off} + i * {count} + j] = r[i]",
+                     f"        d[{start} + j] = 0.0"]
+    return [f"# kernel {name}: one column per call of {helper}",
+            f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
+            "noexcept nogil:",
+            f"    cdef double d[{max(n_d, 1)}]", f"    cdef double r[{max(n_r, 1)}]",
+            "    cdef int i, j, k",
+            f"    for i in range({n_d}):", "        d[i] = 0.0"] + body
+
+
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
-                chunk_ops: int = DEFAULT_CHUNK_OPS) -> str:
-    """Return the Cython source of the kernel module for ``ds`` (deterministic)."""
-    table, tau, tau_fwd, tau_sens = hoist_time_terms(ds, kernel_expressions(ds))
-    table["time_terms"] = (tau_fwd, False)
-    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False)
+                chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None) -> str:
+    """Return the Cython source of the kernel module for ``ds`` (deterministic). ``graph``:
+    derivative kernels formed on the residual's common-subexpression graph (graph_kernels.py)
+    instead of from the expanded Jacobians; by default when the residual is large
+    (:func:`use_graph`)."""
+    graph = use_graph(ds) if graph is None else graph
+    free = FreeSymbols()
+    table = graph_kernel_table(ds, free) if graph else kernel_expressions(ds)
+    table, tau, tau_fwd, tau_sens = hoist_time_terms(
+        ds, table, free, [h for h, fwd in HELPERS.items() if fwd])
+    table["time_terms"] = (tau_fwd, False, [])
+    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
-    n_w = max(weight_size(s.name, sizes) for s in KERNELS)
+    n_w = max([weight_size(s.name, sizes) for s in KERNELS]
+              + [k for k, _ in helper_sizes(sizes).values()])
     printer = CythonPrinter(_slots(ds, arrays, n_w))
+    # a graph program's sums print in their stored order (sorting them costs, and the order
+    # of a graph's terms is no less deterministic)
+    gprinter = CythonPrinter(_slots(ds, arrays, n_w), {"order": "none"})
     sz = {**ds.sizes, "n_tau": sizes.n_tau}
     out = [
         "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
@@ -234,6 +428,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"# Kernels generated by symdae (kernel ABI {ABI_VERSION}). Do not edit: regenerate",
         "# from the model instead. Kernels, weights and blocks: symdae/kernels.py.",
         "from libc.math cimport " + ", ".join(LIBC_MATH),
+    ] + (["from libc.stdlib cimport malloc, free"] if graph else []) + [
         "from cpython.pycapsule cimport PyCapsule_New",
         "from symdae.simulation.core.kernel_api cimport *",
         "",
@@ -242,10 +437,23 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
         "",
     ]
+    for name in HELPERS if graph else ():
+        exprs, _, assigns = table[name]
+        out += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
+                              {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free)
+        out.append("")
     for spec in KERNELS:
-        exprs, accumulate = table[spec.name]
-        out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays,
-                             layout(spec.name, sizes), chunk_ops)
+        if graph and spec.name in COLUMN_KERNELS:
+            out += _column_lines(spec.name, sizes) + [""]
+            continue
+        exprs, accumulate, assigns = table[spec.name]
+        blocks = layout(spec.name, sizes)
+        if assigns:
+            out += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
+                                  arrays, blocks, chunk_ops, free)
+        else:
+            out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
+                                 chunk_ops, graph)
         out.append("")
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]

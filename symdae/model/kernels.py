@@ -40,6 +40,7 @@ from .roundoff import magnitude
 
 __all__ = ["Block", "KernelSpec", "KERNELS", "KERNEL_NAMES", "kernel", "Sizes", "size",
            "weight_size", "layout", "split", "pack_weights", "kernel_expressions",
+           "flatten_blocks", "weight_symbols",
            "ABI_VERSION"]
 
 
@@ -396,7 +397,9 @@ def weight_symbols(spec: KernelSpec, sizes: Sizes) -> dict:
     return out
 
 
-def _flatten(spec: KernelSpec, parts, sizes: Sizes) -> list:
+def flatten_blocks(spec: KernelSpec, parts, sizes: Sizes) -> list:
+    """One flat, row-major list of a kernel's output entries from its blocks (checked against
+    the spec's sizes)."""
     flat = []
     for b, part in zip(spec.blocks, parts):
         entries = list(part) if not isinstance(part, sp.MatrixBase) else list(part)  # row-major
@@ -407,16 +410,16 @@ def _flatten(spec: KernelSpec, parts, sizes: Sizes) -> list:
     return flat
 
 
-def kernel_expressions(ds) -> dict:
+def kernel_expressions(ds, names=None) -> dict:
     """{kernel name: (flat list of output expressions, accumulate)} for every non-internal
-    kernel, built from the matrices of a DerivedSystem."""
+    kernel (or those in ``names``), built from the matrices of a DerivedSystem."""
     sizes = Sizes.of(ds.sizes)
     out = {}
     for spec in KERNELS:
-        if spec.internal:
+        if spec.internal or (names is not None and spec.name not in names):
             continue
         parts = spec.build(ds, weight_symbols(spec, sizes))
-        out[spec.name] = (_flatten(spec, parts, sizes), spec.accumulate)
+        out[spec.name] = (flatten_blocks(spec, parts, sizes), spec.accumulate)
     return out
 
 

@@ -17,6 +17,7 @@ from sympy.core.function import AppliedUndef, ArgumentIndexError
 
 from ..errors import ModelError
 from .printer import printable_functions
+from .walk import distinct_nodes
 
 __all__ = ["almost_everywhere", "check_compilable", "switching_functions", "has_jumps",
            "NONSMOOTH"]
@@ -41,8 +42,10 @@ def almost_everywhere(e: sp.Expr) -> sp.Expr:
                      and isinstance(x.expr, _ZERO_DERIVATIVE), lambda x: sp.S.Zero)
 
 
-def _unprintable(e: sp.Expr, allowed: set) -> sp.Expr | None:
-    for f in sp.preorder_traversal(e):
+def _unprintable(e, allowed: set) -> sp.Expr | None:
+    """The first derivative or function of ``e`` (an expression, or a list of its distinct
+    subexpressions) that cannot be printed."""
+    for f in (e if isinstance(e, list) else sp.preorder_traversal(e)):
         if isinstance(f, sp.Derivative):
             return f
         if isinstance(f, sp.Function) and not isinstance(f, AppliedUndef) \
@@ -55,15 +58,16 @@ def check_compilable(expr: sp.Expr, where: str) -> None:
     """ModelError naming ``where``, the expression and what to use instead if ``expr`` holds a
     function that cannot be compiled or differentiated (almost everywhere), or a Piecewise
     without a default branch (the kernels would have no value outside its conditions)."""
-    for pw in expr.atoms(sp.Piecewise):
+    nodes = distinct_nodes(sp.sympify(expr))
+    for pw in (x for x in nodes if isinstance(x, sp.Piecewise)):
         if pw.args[-1].cond != sp.true:
             raise ModelError(f"{where}: {pw} has no default branch: end the Piecewise with "
                              "(value, True) so that it has a value for every state")
     allowed = printable_functions()
-    bad = _unprintable(expr, allowed)
+    bad = _unprintable(nodes, allowed)
     if bad is not None:
         raise ModelError(f"{where}: {bad} cannot be compiled; {_ADVICE}")
-    for f in expr.atoms(sp.Function):
+    for f in (x for x in nodes if isinstance(x, sp.Function)):
         if isinstance(f, (AppliedUndef, sp.Piecewise) + _ZERO_DERIVATIVE):
             continue
         for i in (i for i, x in enumerate(f.args) if x.free_symbols):

@@ -515,26 +515,32 @@ def test_newton_is_the_combination_of_jacobians(name):
 
 
 # ---------------------------------------------------------------------------- reference
+def check_against_reference(c: Case, kernel: str, evaluate, what: str) -> None:
+    """``evaluate(kernel, t, q, v, a, lam, p, u, w=w)`` equals the lambdified reference at
+    every state of ``c`` (and every weight set for newton): |A - B| <= RTOL_REF (|B| + F)."""
+    rng = np.random.default_rng(zlib.crc32(kernel.encode()))
+    wlist = list(W_SETS.values()) if kernel == "newton" else [c.weights(kernel, rng)]
+    for st in c.states:
+        for w in wlist:
+            A = evaluate(kernel, st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w=w)
+            B = c.ref.evaluate(kernel, st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w=w)
+            assert A.shape == B.shape == (len(c.table[kernel][0]),), \
+                f"{c.name} {kernel}: shapes {A.shape} ({what}), {B.shape} (reference)"
+            F = c.mag(kernel, st, w=w)
+            tol = RTOL_REF * (np.abs(B) + F)
+            bad = np.flatnonzero(~(np.abs(A - B) <= tol))
+            assert not len(bad), (
+                f"{c.name} {kernel} at {st.label}: {what} and reference differ at entries "
+                f"{bad[:8].tolist()}: {what} {A[bad[:4]]}, reference {B[bad[:4]]}, "
+                f"tol {tol[bad[:4]]}")
+
+
 @pytest.mark.parametrize("kernel", [k.name for k in KERNELS if not k.internal])
 @pytest.mark.parametrize("name", MODELS)
 def test_compiled_kernel_equals_reference(name, kernel):
     """Compiled (Cython, CSE) and lambdified (NumPy) evaluation of the same expressions."""
     c = case(name)
-    rng = np.random.default_rng(zlib.crc32(kernel.encode()))
-    wlist = list(W_SETS.values()) if kernel == "newton" else [c.weights(kernel, rng)]
-    for st in c.states:
-        for w in wlist:
-            A = c.k(kernel, st, w=w)
-            B = c.ref.evaluate(kernel, st.t, st.q, st.v, st.a, st.lam, st.p, st.u, w=w)
-            assert A.shape == B.shape == (len(c.table[kernel][0]),), \
-                f"{name} {kernel}: shapes {A.shape} (compiled), {B.shape} (reference)"
-            F = c.mag(kernel, st, w=w)
-            tol = RTOL_REF * (np.abs(B) + F)
-            bad = np.flatnonzero(~(np.abs(A - B) <= tol))
-            assert not len(bad), (
-                f"{name} {kernel} at {st.label}: compiled and reference differ at entries "
-                f"{bad[:8].tolist()}: compiled {A[bad[:4]]}, reference {B[bad[:4]]}, "
-                f"tol {tol[bad[:4]]}")
+    check_against_reference(c, kernel, c.kernels.evaluate, "compiled")
 
 
 # ---------------------------------------------------------------------------- slider-crank

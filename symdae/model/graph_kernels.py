@@ -1,0 +1,193 @@
+"""The derivative kernels of a large model, formed on its common-subexpression graph.
+
+The same kernels as the spec (:mod:`symdae.model.kernels`) builds from the expanded Jacobian
+matrices, but each one a straight-line program (:mod:`symdae.model.graph`): the residual
+(Ma, g, C) and the outputs s are split once into shared assignments, and
+
+* the jvp kernels are one tangent along the weights, the vjp kernels one adjoint with them;
+* state_hvp is the adjoint of phi = w . (tangent of (Ma, g, C, s) along (dx, dp))
+  (reverse over forward mode);
+* the dense Jacobians (COLUMN_KERNELS) are filled one column per call of a helper program
+  that takes a direction as its weights: ``dir_residual`` is the tangent of (Ma, g, C) along
+  (dq, dv, da, dlam, dp) (newton's column j: q_j -> c_q, v_j -> c_v, a_j -> 1, then
+  c_m dMa + dg), ``gdot`` is the tangent of g along (q' = v, v' = a, t' = 1) and
+  ``dir_gdot`` its tangent along (dq, dv, dp). The emitter writes the loops; the code holds
+  one tangent program per helper instead of one per column.
+
+The kernels that involve only the constraints, the initial state or the round-off model are
+built as trees (constraints are small next to the dynamics). Every entry is what the tree
+kernel computes, exactly: only the shape of the expressions differs.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .derivation import DerivedSystem
+from .graph import FreeSymbols, adjoint, straight_line, tangent
+from .kernels import KERNELS, Sizes, flatten_blocks, kernel_expressions, weight_symbols
+
+__all__ = ["graph_kernel_table", "helper_sizes", "TREE_KERNELS", "COLUMN_KERNELS", "HELPERS"]
+
+# built from the tree expressions in either form
+TREE_KERNELS = ("residual_magnitude", "initial_state", "initial_state_jacobian",
+                "constraint_velocity", "acceleration_constraint")
+# dense Jacobians, filled one column per call of a helper along a unit direction (the
+# emitter writes their loops): one tangent program each instead of one per column
+COLUMN_KERNELS = ("newton", "jacobians", "param_jacobians", "massless_rows")
+# the helpers, and whether a forward kernel calls them (their time terms are forward ones)
+HELPERS = {"dir_residual": True, "gdot": False, "dir_gdot": False}
+
+
+class _Graph:
+    """The residual and outputs of one model as a program, and the kernel builders on it."""
+
+    def __init__(self, ds: DerivedSystem, free: FreeSymbols):
+        S = ds.symbols
+        self.ds, self.S = ds, S
+        self.n, self.m, self.n_s = ds.n, ds.m, len(ds.s)
+        n, m = self.n, self.m
+        self.prog, red = straight_line(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s), "z")
+        self.prog.free = free
+        self.Ma, self.g = red[:n], red[n:2 * n]
+        self.C, self.s = red[2 * n:2 * n + m], red[2 * n + m:]
+        self.x = tuple(S.q) + tuple(S.v) + tuple(S.a) + tuple(S.lam)
+        self._gdot_cache = None
+
+    # -- builders: (assignments, blocks)
+    def residual(self, w):
+        return self.prog.assignments, [self.Ma, self.g, self.C]
+
+    def outputs(self, w):
+        return self.prog.assignments, [self.s]
+
+    def _residual_tangent(self, seed):
+        n, m = self.n, self.m
+        new, d = tangent(self.prog, self.Ma + self.g + self.C, seed, "t")
+        return self.prog.assignments + new, [d[:n], d[n:2 * n], d[2 * n:2 * n + m]]
+
+    def state_jvp(self, w):
+        S = self.S
+        return self._residual_tangent({**dict(zip(S.q, w["dq"])), **dict(zip(S.v, w["dv"])),
+                                       **dict(zip(S.lam, w["dlam"]))})
+
+    def param_jvp(self, w):
+        return self._residual_tangent(dict(zip(self.S.p, w["dp"])))
+
+    def output_jvp(self, w):
+        seed = {**dict(zip(self.x, w["dx"])), **dict(zip(self.S.p, w["dp"]))}
+        new, d = tangent(self.prog, self.s, seed, "t")
+        return self.prog.assignments + new, [d]
+
+    def _residual_adjoint(self, w, wrt, outputs=False):
+        exprs = self.Ma + self.g + self.C
+        weights = list(w["wM"]) + list(w["wG"]) + list(w["wC"])
+        if outputs:
+            exprs, weights = exprs + self.s, weights + list(w["dphi"])
+        new, grad = adjoint(self.prog, exprs, weights, list(wrt), "b")
+        return self.prog.assignments + new, grad
+
+    def state_vjp(self, w):
+        n, S = self.n, self.S
+        assigns, grad = self._residual_adjoint(w, tuple(S.q) + tuple(S.v))
+        return assigns, [grad[:n], grad[n:], [sp.S.Zero] * n, self._cq(w["wL"])]
+
+    def _cq(self, wL) -> list:
+        Cq = self.ds.Cq
+        return [sp.Add(*[Cq[k, i] * wL[i] for i in range(self.n)]) for k in range(self.m)]
+
+    def param_vjp(self, w):
+        assigns, grad = self._residual_adjoint(w, self.S.p)
+        return assigns, [grad]
+
+    def input_vjp(self, w):
+        assigns, grad = self._residual_adjoint(w, self.S.u, outputs=True)
+        return assigns, [grad]
+
+    def output_vjp(self, w):
+        new, grad = adjoint(self.prog, self.s, list(w["dphi"]), list(self.x) + list(self.S.p),
+                            "b")
+        nx = len(self.x)
+        return self.prog.assignments + new, [grad[:nx], grad[nx:]]
+
+    def state_hvp(self, w):
+        S = self.S
+        seed = {**dict(zip(self.x, w["dx"])), **dict(zip(S.p, w["dp"]))}
+        exprs = self.Ma + self.g + self.C + self.s
+        weights = list(w["wM"]) + list(w["wG"]) + list(w["wC"]) + list(w["wS"])
+        fwd, d = tangent(self.prog, exprs, seed, "t")
+        phi = sp.Add(*[wk * dk for wk, dk in zip(weights, d) if dk != 0])
+        ext = self.prog.extend(fwd)
+        wrt = list(self.x) + list(S.u)
+        rev, grad = adjoint(ext, [phi], [sp.S.One], wrt, "b")
+        nx = len(self.x)
+        return ext.assignments + rev, [grad[:nx], grad[nx:]]
+
+    # -- helpers of the column-by-column kernels (COLUMN_KERNELS): (assignments, entries)
+    def dir_residual(self, d):
+        """The tangent of (Ma, g, C) along the direction d = (dq, dv, da, dlam, dp)."""
+        n, m, S = self.n, self.m, self.S
+        seed = dict(zip(self.x + tuple(S.p), d))
+        new, t = tangent(self.prog, self.Ma + self.g + self.C, seed, "t")
+        return self.prog.assignments + new, t
+
+    def _gdot(self):
+        """(program extended by gdot, gdot on every row: 0 on the rows constraints reach)."""
+        if self._gdot_cache is None:
+            n, m, S = self.n, self.m, self.S
+            Cq = self.ds.Cq
+            free = [i for i in range(n) if all(Cq[k, i] == 0 for k in range(m))]
+            seed = {**dict(zip(S.q, S.v)), **dict(zip(S.v, S.a)), S.t: sp.S.One}
+            fwd, d = tangent(self.prog, [self.g[i] for i in free], seed, "m")
+            gdot = [sp.S.Zero] * n
+            for r, i in enumerate(free):
+                gdot[i] = d[r]
+            self._gdot_cache = (self.prog.extend(fwd), gdot)
+        return self._gdot_cache
+
+    def gdot(self, d):
+        """gdot = J_G v + G_V a + dg/dt on the rows no constraint reaches."""
+        ext, gdot = self._gdot()
+        return ext.assignments, gdot
+
+    def dir_gdot(self, d):
+        """The tangent of gdot along the direction d = (dq, dv, dp)."""
+        S = self.S
+        ext, gdot = self._gdot()
+        seed = dict(zip(tuple(S.q) + tuple(S.v) + tuple(S.p), d))
+        new, t = tangent(ext, gdot, seed, "t")
+        return ext.assignments + new, t
+
+
+def helper_sizes(sizes: Sizes) -> dict:
+    """{helper: (direction length, output length)} of the column helpers."""
+    n, m, n_p = sizes.n, sizes.m, sizes.n_p
+    return {"dir_residual": (3 * n + m + n_p, 2 * n + m), "gdot": (0, n),
+            "dir_gdot": (2 * n + n_p, n)}
+
+
+def graph_kernel_table(ds: DerivedSystem, free: FreeSymbols | None = None) -> dict:
+    """{name: (flat output expressions, accumulate, assignments)}: graph programs for the
+    dynamics kernels, trees (no assignments) for the kernels in TREE_KERNELS, and for the
+    kernels in COLUMN_KERNELS none but the helpers in HELPERS they are filled from (each a
+    function of a direction in its weights w[0], w[1], ...). ``free``: a FreeSymbols cache to
+    share."""
+    sizes = Sizes.of(ds.sizes)
+    graph = _Graph(ds, free or FreeSymbols())
+    # a kernel with no builder here is built as a tree too (correct at any size)
+    trees = kernel_expressions(ds, names=[s.name for s in KERNELS if s.name in TREE_KERNELS or (
+        s.name not in COLUMN_KERNELS and not hasattr(graph, s.name))])
+    out = {}
+    for name, (k, _) in helper_sizes(sizes).items():
+        direction = tuple(sp.Symbol(f"w[{i}]", real=True) for i in range(k))
+        assigns, exprs = getattr(graph, name)(direction)
+        out[name] = (list(exprs), False, list(assigns))
+    for spec in KERNELS:
+        if spec.internal or spec.name in COLUMN_KERNELS:
+            continue
+        if spec.name in trees:
+            exprs, accumulate = trees[spec.name]
+            out[spec.name] = (exprs, accumulate, [])
+            continue
+        assigns, parts = getattr(graph, spec.name)(weight_symbols(spec, sizes))
+        out[spec.name] = (flatten_blocks(spec, parts, sizes), spec.accumulate, list(assigns))
+    return out

@@ -1,0 +1,142 @@
+"""Graph kernels (derivatives on the common-subexpression graph, graph_kernels.py) against the
+tree kernels: every kernel of every bundled model in test_kernels.py, compiled in graph form,
+equals the lambdified tree expressions of the NumPy reference at the same states and weights
+(the tree kernels are checked against finite differences there), with the same tolerance
+RTOL_REF (|A - B| <= 1e-12 (|B| + F), F the entry's term size). The large cart pendulum takes
+the graph form by default; its Jacobians are checked against finite differences of its own
+residual kernel.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import symdae
+from symdae.compilation.cache import build_cached, cache_key
+from symdae.model.emit import emit_cython, use_graph
+from symdae.model.graph import adjoint, straight_line, tangent
+from symdae.model.kernels import KERNELS
+from symdae.simulation.backends.compiled import CompiledBackend
+
+from test_kernels import MODELS, case, central, check_against_reference
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def graph_backend(model) -> CompiledBackend:
+    """The model's kernels compiled in graph form (a cache entry of its own)."""
+    def make_source():
+        return emit_cython(symdae.derive(model), definition_hash=model.definition_hash(),
+                           graph=True), {}
+
+    key = cache_key("graph kernels\0" + model.definition())
+    module, _ = build_cached(model.name + "_graph", key, make_source)
+    return CompiledBackend(module)
+
+
+@functools.lru_cache(maxsize=None)
+def graph_case(name: str) -> CompiledBackend:
+    return graph_backend(case(name).model)
+
+
+# with switches (Piecewise, sign, Max): conditions shared as subexpressions
+NONSMOOTH = ["end_stop", "belt_friction"]
+
+
+@pytest.mark.parametrize("name", MODELS + NONSMOOTH)
+def test_graph_kernels_equal_tree_kernels(name):
+    c, g = case(name), graph_case(name)
+    for spec in KERNELS:
+        if not spec.internal:
+            check_against_reference(c, spec.name, g.evaluate, "graph kernel")
+
+
+def test_tangent_and_adjoint_are_the_chain_rule():
+    """On a two-level program, by hand: with r = x y + 1, f = sin(r) + r^3 has
+    df = (cos(r) + 3 r^2) (y dx + x dy); the gradient of w f is w (cos(r) + 3 r^2) (y, x)."""
+    x, y, dx, dy, w = sp.symbols("x y dx dy w", real=True)
+    r = x * y + 1
+    f = sp.sin(r) + r ** 3
+    prog, (red,) = straight_line([f])
+    assert prog.assignments, "x y + 1 is a common subexpression"
+    inner = sp.cos(r) + 3 * r ** 2
+
+    def expand(e, extra):
+        for z, rhs in reversed(prog.assignments + extra):
+            e = e.xreplace({z: rhs})
+        return sp.expand(e)
+
+    new, (df,) = tangent(prog, [red], {x: dx, y: dy})
+    assert expand(df, new) == sp.expand(inner * (y * dx + x * dy))
+    new, grad = adjoint(prog, [red], [w], [x, y])
+    assert [expand(gk, new) for gk in grad] == [sp.expand(w * inner * y),
+                                                  sp.expand(w * inner * x)]
+
+
+@functools.lru_cache(maxsize=None)
+def cart_pendulum(n: int):
+    sys.path.insert(0, str(BENCH))
+    try:
+        from bench_mechanics import pendulum_on_cart
+    finally:
+        sys.path.remove(str(BENCH))
+    return pendulum_on_cart(n)
+
+
+def test_cart_pendulum_takes_graph_kernels_whose_jacobians_match_fd():
+    model = cart_pendulum(5)
+    assert use_graph(symdae.derive(model))
+    system = symdae.compile_model(model)
+    k = system.backend
+    n, n_p = model.n, len(model.parameters)
+    rng = np.random.default_rng(4)
+    q, v, a = (rng.uniform(-1, 1, n) for _ in range(3))
+    lam, u = np.zeros(0), np.zeros(0)
+    p = system.parameter_vector()
+
+    def res(q_, v_, p_):
+        return k.evaluate("residual", 0.1, q_, v_, a, lam, p_, u)
+
+    J = k.evaluate("jacobians", 0.1, q, v, a, lam, p, u)
+    JM, JG, GV = (J[i * n * n:(i + 1) * n * n].reshape(n, n) for i in range(3))
+    h = 1e-6 * np.ones(n)
+    fd_q = central(lambda x: res(x, v, p), q, h)
+    fd_v = central(lambda x: res(q, x, p), v, h)
+    scale = np.abs(fd_q).max()
+    np.testing.assert_allclose(np.vstack([JM, JG]), fd_q, rtol=1e-6, atol=1e-8 * scale)
+    np.testing.assert_allclose(GV, fd_v[n:], rtol=1e-6, atol=1e-8 * scale)
+    P = k.evaluate("param_jacobians", 0.1, q, v, a, lam, p, u)
+    fd_p = central(lambda x: res(q, v, x), p, 1e-6 * np.abs(p))
+    np.testing.assert_allclose(P.reshape(2 * n, n_p), fd_p, rtol=1e-6,
+                               atol=1e-8 * np.abs(fd_p).max())
+
+
+def test_graph_source_is_deterministic():
+    """Two derivations of the same model emit the same graph source (the cache and the
+    reader rely on it), whatever symbols were created in between."""
+    model = case("slider_crank").model
+    one = emit_cython(symdae.derive(model), graph=True)
+    sp.Dummy("between")
+    assert emit_cython(symdae.derive(model), graph=True) == one
+
+
+def test_wide_sums_and_products_are_computed_in_parts():
+    """split_wide: no sum or product wider than the limit is left, and substituting the new
+    assignments back gives the original expressions."""
+    from symdae.model.graph import split_wide
+
+    xs = sp.symbols("x0:300", real=True)
+    exprs = [sp.Add(*xs), sp.Mul(*xs[:70]) * sp.sin(sp.Add(*xs[:130]))]
+    assigns, out = split_wide([], exprs, 64)
+    for e in [f for _, f in assigns] + out:
+        for node in sp.preorder_traversal(e):
+            assert not (node.is_Add or node.is_Mul) or len(node.args) <= 64
+    for e, want in zip(out, exprs):
+        for z, f in reversed(assigns):
+            e = e.xreplace({z: f})
+        assert e == want
