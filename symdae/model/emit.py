@@ -39,7 +39,7 @@ from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "hoist_time_terms",
-           "tau_reads", "tree_size", "use_graph"]
+           "column_helpers", "tau_reads", "tree_size", "use_graph"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted) get graph kernels
@@ -338,13 +338,19 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
                   "        return"] + calls + ["    free(z)"]
 
 
+def column_helpers(name: str) -> tuple:
+    """The helper programs (graph_kernels.HELPERS) a COLUMN_KERNELS kernel calls; the last is
+    the directional one it calls once per column."""
+    return ("gdot", "dir_gdot") if name == "massless_rows" else ("dir_residual",)
+
+
 def _column_lines(name: str, sizes: Sizes) -> list:
     """A COLUMN_KERNELS kernel as a loop over unit directions, each column one call of a
     helper (graph_kernels.py): d the direction, r the helper's output."""
     n, m, n_p = sizes.n, sizes.m, sizes.n_p
     nm = n + m
     dims = helper_sizes(sizes)
-    helper = "dir_gdot" if name == "massless_rows" else "dir_residual"
+    helper = column_helpers(name)[-1]
     n_d, n_r = dims[helper]
     call = [f"        for i in range({n_r}):", "            r[i] = 0.0",
             f"        _k_{helper}(x, d, r)"]
@@ -458,9 +464,15 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
     out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
+    def read_exprs(name: str) -> list:
+        # what the kernel evaluates: its expressions and assignments, or for a column kernel
+        # those of the helper programs it calls
+        names = column_helpers(name) if graph and name in COLUMN_KERNELS else (name,)
+        return [e for k in names for e in list(table[k][0]) + [f for _, f in table[k][2]]]
+
     for spec in KERNELS:
         entry = f"_model.kernel[SYMDAE_{spec.name.upper()}]"
-        reads = 0 if spec.internal else tau_reads(table[spec.name][0], tau, len(tau_fwd))
+        reads = 0 if spec.internal else tau_reads(read_exprs(spec.name), tau, len(tau_fwd))
         out += [f"{entry}.fn = _k_{spec.name}",
                 f"{entry}.out_size = {sum(b.size(sizes) for b in spec.blocks)}",
                 f"{entry}.w_size = {weight_size(spec.name, sizes)}",

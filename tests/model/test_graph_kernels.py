@@ -23,6 +23,7 @@ from symdae.model.graph import adjoint, straight_line, tangent
 from symdae.model.kernels import KERNELS
 from symdae.simulation.backends.compiled import CompiledBackend
 
+from test_kernel_spec import check_declared_time_terms
 from test_kernels import MODELS, case, central, check_against_reference
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -54,6 +55,14 @@ def test_graph_kernels_equal_tree_kernels(name):
     for spec in KERNELS:
         if not spec.internal:
             check_against_reference(c, spec.name, g.evaluate, "graph kernel")
+
+
+@pytest.mark.parametrize("name", ["engine_mount", "slider_crank"])
+def test_graph_kernels_declare_the_time_terms_they_read(name):
+    """A column kernel reads the time terms of the helper programs it calls, a program kernel
+    those of its assignments: with the undeclared ones NaN, every kernel's output is exact."""
+    c = case(name)
+    check_declared_time_terms(graph_case(name).kernels, c.sizes, c.model.nominal_values)
 
 
 def test_tangent_and_adjoint_are_the_chain_rule():
