@@ -26,6 +26,16 @@ from .nonsmooth import almost_everywhere
 __all__ = ["DerivedSystem", "derive"]
 
 
+def _jacobian(of: str, wrt: str) -> cached_property:
+    """A DerivedSystem attribute: the Jacobian of its expressions ``of`` with respect to the
+    symbols ``wrt`` (q, v, a, lam, p, u, or x = (q, v, a, lam)), formed when first read."""
+    def jacobian(self) -> sp.ImmutableMatrix:
+        return _jac(getattr(self, of), self._x if wrt == "x" else getattr(self.symbols, wrt))
+
+    jacobian.__doc__ = f"d{of.lstrip('_')}/d{wrt} (formed when first read)."
+    return cached_property(jacobian)
+
+
 @dataclass(frozen=True)
 class DerivedSystem:
     """Exact SymPy expressions of one model, in kernel symbols. Matrices are ImmutableMatrix.
@@ -68,29 +78,36 @@ class DerivedSystem:
         S = self.symbols
         return list(S.q) + list(S.v) + list(S.a) + list(S.lam)
 
-    JM = cached_property(lambda self: _jac(self.Ma, self.symbols.q))
-    JG = cached_property(lambda self: _jac(self.g, self.symbols.q))
-    GV = cached_property(lambda self: _jac(self.g, self.symbols.v))
-    PM = cached_property(lambda self: _jac(self.Ma, self.symbols.p))
-    PG = cached_property(lambda self: _jac(self.g, self.symbols.p))
-    PC = cached_property(lambda self: _jac(self.C, self.symbols.p))
-    Sx = cached_property(lambda self: _jac(self.s, self._x))
-    Sp = cached_property(lambda self: _jac(self.s, self.symbols.p))
-    Rc_q = cached_property(lambda self: _jac(self._Rc, self.symbols.q))
-    gamma_v = cached_property(lambda self: _jac(self.gamma, self.symbols.v))
-    Rc_p = cached_property(lambda self: _jac(self._Rc, self.symbols.p))
-    q0_p = cached_property(lambda self: _jac(self.q0, self.symbols.p))
-    v0_p = cached_property(lambda self: _jac(self.v0, self.symbols.p))
-    gdot = cached_property(lambda self: _imm(_massless_terms(
-        self.g, self.JG, self.GV, self.Cq, self.symbols, self.n, self.m)))
-    gdot_q = cached_property(lambda self: _jac(self.gdot, self.symbols.q))
-    gdot_v = cached_property(lambda self: _jac(self.gdot, self.symbols.v))
-    gdot_p = cached_property(lambda self: _jac(self.gdot, self.symbols.p))
+    # the Jacobians are formed when first read: a large model's graph kernels never need them
+    JM = _jacobian("Ma", "q")
+    JG = _jacobian("g", "q")
+    GV = _jacobian("g", "v")
+    PM = _jacobian("Ma", "p")
+    PG = _jacobian("g", "p")
+    PC = _jacobian("C", "p")
+    Sx = _jacobian("s", "x")
+    Sp = _jacobian("s", "p")
+    Rc_q = _jacobian("_Rc", "q")
+    gamma_v = _jacobian("gamma", "v")
+    Rc_p = _jacobian("_Rc", "p")
+    q0_p = _jacobian("q0", "p")
+    v0_p = _jacobian("v0", "p")
+
+    @cached_property
+    def gdot(self) -> sp.ImmutableMatrix:
+        """The time derivative of the massless rows' forces g along the motion (formed when
+        first read)."""
+        return _imm(_massless_terms(self.g, self.JG, self.GV, self.Cq, self.symbols, self.n,
+                                    self.m))
+
+    gdot_q = _jacobian("gdot", "q")
+    gdot_v = _jacobian("gdot", "v")
+    gdot_p = _jacobian("gdot", "p")
     # input Jacobians (optimal input design: the exact gradient with respect to input samples)
-    UM = cached_property(lambda self: _jac(self.Ma, self.symbols.u))
-    UG = cached_property(lambda self: _jac(self.g, self.symbols.u))
-    UC = cached_property(lambda self: _jac(self.C, self.symbols.u))
-    Su = cached_property(lambda self: _jac(self.s, self.symbols.u))
+    UM = _jacobian("Ma", "u")
+    UG = _jacobian("g", "u")
+    UC = _jacobian("C", "u")
+    Su = _jacobian("s", "u")
 
     @property
     def _Rc(self) -> sp.Matrix:
