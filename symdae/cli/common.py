@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from ..atomic import remove_outputs
-from ..errors import InputError, UnknownNameError
+from ..errors import DataError, InputError, UnknownNameError
 from ..simulation.backends.base import SCHEMES
 from .inputs import parse_input
 
@@ -147,7 +147,6 @@ def load(args):
     check_names(args, model, ns)
     data = getattr(args, "data", None)
     if data is not None and not Path(data).is_file():
-        from ..errors import DataError
         raise DataError(f"--data: data file {str(data)!r} does not exist")
     given = {k: v for k, v in (("t_end", args.t_end), ("t0", args.t0), ("h", args.h),
                                ("alpha", args.alpha), ("scheme", args.scheme)) if v is not None}

@@ -297,13 +297,19 @@ def test_failed_compile_carries_output_and_log(tmp_path, kind):
     assert not list(tmp_path.glob(f"*{EXT}"))
 
 
+def break_emit(monkeypatch):
+    """Make the generated source fail to compile; returns the real emitter to restore."""
+    real_emit = pipeline.emit_cython
+    monkeypatch.setattr(pipeline, "emit_cython",
+                        lambda *a, **k: real_emit(*a, **k) + "\ncdef int broken(:\n")
+    return real_emit
+
+
 def test_failed_model_build_keeps_log_and_next_build_succeeds(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     model = make_model("fail_probe")
     dirname, _ = build.build_name(model.name, build.cache_key(model.definition()))
-    real_emit = pipeline.emit_cython
-    monkeypatch.setattr(pipeline, "emit_cython",
-                        lambda *a, **k: real_emit(*a, **k) + "\ncdef int broken(:\n")
+    real_emit = break_emit(monkeypatch)
     with pytest.raises(BuildError) as exc:
         symdae.compile_model(model, cache_dir=cache)
     log = Path(exc.value.log_path)
@@ -413,9 +419,7 @@ def test_failed_builds_go_once_a_build_succeeds_and_folders_follow_the_umask(tmp
     cache = tmp_path / "cache"
     model = make_model("umask_probe")
     dirname, _ = build.build_name(model.name, build.cache_key(model.definition()))
-    real_emit = pipeline.emit_cython
-    monkeypatch.setattr(pipeline, "emit_cython",
-                        lambda *a, **k: real_emit(*a, **k) + "\ncdef int broken(:\n")
+    real_emit = break_emit(monkeypatch)
     # an earlier failure of another version of the model, and this version's own
     (cache / "umask_probe-0123456789abcdef.failed").mkdir(parents=True)
     with pytest.raises(BuildError):
