@@ -152,15 +152,16 @@ def tau_reads(exprs: list, tau: tuple, n_forward: int) -> int:
             | 2 * int(bool(used & set(tau[n_forward:]))))
 
 
-def _chunks(entries: list, chunk_ops: int) -> list:
-    """Split (index, expr) entries into groups of at most about chunk_ops operations."""
+def _chunks(items: list, chunk_ops: int, size=lambda item: sp.count_ops(item[1])) -> list:
+    """Split items (in order) into groups of at most about chunk_ops operations, ``size``
+    giving an item's count."""
     groups, cur, ops = [], [], 0
-    for idx, e in entries:
-        k = sp.count_ops(e)
+    for item in items:
+        k = size(item)
         if cur and ops + k > chunk_ops:
             groups.append(cur)
             cur, ops = [], 0
-        cur.append((idx, e))
+        cur.append(item)
         ops += k
     if cur:
         groups.append(cur)
@@ -217,11 +218,6 @@ def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays,
     out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
                "noexcept nogil:")
     return out + [f"    _k_{name}_{c}(x, w, out)" for c in range(len(groups))]
-
-
-def _nodes(e: sp.Basic) -> int:
-    """Size of an expression tree (a cheap stand-in for count_ops)."""
-    return 1 + sum(_nodes(a) for a in e.args)
 
 
 def tree_size(exprs) -> int:
@@ -292,16 +288,8 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
                               [e for _, e in entries], WIDE_TERMS)
     items = [("set", z, f) for z, f in needed]
     items += [("out", i, e) for (i, _), e in zip(entries, outs)]
-    groups, cur, ops = [], [], 0
-    for item in items:
-        k = _nodes(item[2])
-        if cur and ops + k > chunk_ops:
-            groups.append(cur)
-            cur, ops = [], 0
-        cur.append(item)
-        ops += k
-    if cur or not groups:
-        groups.append(cur)
+    # tree nodes, a cheap stand-in for count_ops on a program's short assignments
+    groups = _chunks(items, chunk_ops, lambda item: tree_size([item[2]])) or [[]]
     home = {z: c for c, grp in enumerate(groups) for kind, z, _ in grp if kind == "set"}
     shared = {}
     for c, grp in enumerate(groups):
