@@ -134,3 +134,21 @@ def test_main_turns_ctrl_c_into_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err == ("symdae simulate: interrupted during the search; best so far: c = 40.5 "
                    "(cost 0.001)\n")
+
+
+def test_a_ctrl_c_whose_handler_runs_inside_the_stop_check_stops_the_sweep(monkeypatch):
+    # The sweep's check first asks PyErr_CheckSignals, then calls the Python function
+    # symdae.threads.stop_requested; a SIGINT arriving during that call runs its handler there,
+    # and the KeyboardInterrupt it raises is the only sight of that Ctrl-C. Simulated here
+    # deterministically: the check's first call raises it.
+    import symdae.threads
+    from symdae.errors import Interrupted
+
+    model, _ = symdae.load_model("oscillator")
+    system = symdae.compile_model(model, backend="compiled")
+
+    def handler_ran_here():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(symdae.threads, "stop_requested", handler_ran_here)
+    with pytest.raises(Interrupted, match=r"interrupted at t = 0 of 10 s \(forward sweep\)"):
+        system.simulate(symdae.Scenario(t_end=10.0, h=1e-3))

@@ -25,5 +25,10 @@ cdef inline bint interrupted() noexcept with gil:
     try:
         from symdae.threads import stop_requested
         return stop_requested()
+    except KeyboardInterrupt:
+        # a SIGINT that arrived while stop_requested ran: its handler has run (the flag that
+        # check_signals reads is spent), so this is the only sight of that Ctrl-C; escaping
+        # a noexcept function it would be printed as "ignored" and the sweep would go on
+        return True
     except Exception:       # an interpreter shutting down: go on
         return False
