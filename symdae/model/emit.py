@@ -21,6 +21,8 @@ array ``z``, the others in local variables.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Callable
 
 import sympy as sp
 
@@ -33,13 +35,14 @@ from .kernels import (
     layout,
     weight_size,
 )
-from .graph import FreeSymbols, needed_assignments, split_wide
+from .graph import FreeSymbols, dependence, needed_assignments, split_wide
 from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "hoist_time_terms",
-           "column_helpers", "tau_reads", "tree_size", "use_graph"]
+           "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
+           "tree_size", "use_graph"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted) get graph kernels
@@ -332,65 +335,138 @@ def column_helpers(name: str) -> tuple:
     return ("gdot", "dir_gdot") if name == "massless_rows" else ("dir_residual",)
 
 
-def _column_lines(name: str, sizes: Sizes) -> list:
-    """A COLUMN_KERNELS kernel as a loop over unit directions, each column one call of a
-    helper (graph_kernels.py): d the direction, r the helper's output."""
+@dataclass(frozen=True)
+class ColumnPass:
+    """Columns of a COLUMN_KERNELS kernel filled by one directional helper: ``seeds(j)`` the
+    direction entries (index, value) of column j, ``entries(j)`` its candidate outputs:
+    (kernel output indices, then per term of the value: the term (from r) and the helper
+    rows it reads); a term whose rows do not depend on the direction is structurally zero."""
+
+    helper: str
+    columns: range
+    seeds: Callable[[int], list]
+    entries: Callable[[int], list]
+
+
+def column_passes(name: str, sizes: Sizes) -> list:
+    """The passes of a COLUMN_KERNELS kernel (graph_kernels.py): what each column of its
+    Jacobian blocks seeds and where the helper's output goes. massless_rows also copies gdot
+    first (not a pass: it takes no direction)."""
     n, m, n_p = sizes.n, sizes.m, sizes.n_p
     nm = n + m
-    dims = helper_sizes(sizes)
-    helper = column_helpers(name)[-1]
-    n_d, n_r = dims[helper]
-    call = [f"        for i in range({n_r}):", "            r[i] = 0.0",
-            f"        _k_{helper}(x, d, r)"]
-    body = []
     if name == "newton":
         # K[:n, j] = c_m d(Ma) + d(g) along q_j -> c_q, v_j -> c_v, a_j -> 1; the constraint
         # rows and columns are C_q (along q_j -> 1), the rest zero
-        body += [f"    for j in range({n}):", "        d[j] = w[1]", f"        d[{n} + j] = w[2]",
-                 f"        d[{2 * n} + j] = 1.0"]
-        body += call
-        body += [f"        for i in range({n}):",
-                 f"            out[i * {nm} + j] = w[0] * r[i] + r[{n} + i]",
-                 f"        d[{n} + j] = 0.0", f"        d[{2 * n} + j] = 0.0"]
+        out = [ColumnPass("dir_residual", range(n),
+                          lambda j: [(j, "w[1]"), (n + j, "w[2]"), (2 * n + j, "1.0")],
+                          lambda j: [((i * nm + j,), f"w[0] * r[{i}]", (i,), f"r[{n + i}]",
+                                      (n + i,)) for i in range(n)])]
         if m:
-            body += ["        d[j] = 1.0"] + call
-            body += [f"        for k in range({m}):",
-                     f"            out[({n} + k) * {nm} + j] = r[{2 * n} + k]",
-                     f"            out[j * {nm} + {n} + k] = r[{2 * n} + k]"]
-        body += ["        d[j] = 0.0"]
-    elif name == "jacobians":
-        body += [f"    for j in range({n}):", "        d[j] = 1.0"] + call
-        body += [f"        for i in range({n}):",
-                 f"            out[i * {n} + j] = r[i]",
-                 f"            out[{n * n} + i * {n} + j] = r[{n} + i]",
-                 f"        for k in range({m}):",
-                 f"            out[{3 * n * n} + k * {n} + j] = r[{2 * n} + k]",
-                 "        d[j] = 0.0", f"        d[{n} + j] = 1.0"] + call
-        body += [f"        for i in range({n}):",
-                 f"            out[{2 * n * n} + i * {n} + j] = r[{n} + i]",
-                 f"        d[{n} + j] = 0.0"]
-    elif name == "param_jacobians":
+            out.append(ColumnPass("dir_residual", range(n), lambda j: [(j, "1.0")],
+                                  lambda j: [(((n + k) * nm + j, j * nm + n + k),
+                                              f"r[{2 * n + k}]", (2 * n + k,))
+                                             for k in range(m)]))
+        return out
+    if name == "jacobians":
+        return [ColumnPass("dir_residual", range(n), lambda j: [(j, "1.0")],
+                           lambda j: [((i * n + j,), f"r[{i}]", (i,)) for i in range(n)]
+                           + [((n * n + i * n + j,), f"r[{n + i}]", (n + i,))
+                              for i in range(n)]
+                           + [((3 * n * n + k * n + j,), f"r[{2 * n + k}]", (2 * n + k,))
+                              for k in range(m)]),
+                ColumnPass("dir_residual", range(n), lambda j: [(n + j, "1.0")],
+                           lambda j: [((2 * n * n + i * n + j,), f"r[{n + i}]", (n + i,))
+                                      for i in range(n)])]
+    if name == "param_jacobians":
         off = 3 * n + m
-        body += [f"    for j in range({n_p}):", f"        d[{off} + j] = 1.0"] + call
-        body += [f"        for i in range({n}):",
-                 f"            out[i * {n_p} + j] = r[i]",
-                 f"            out[{n * n_p} + i * {n_p} + j] = r[{n} + i]",
-                 f"        for k in range({m}):",
-                 f"            out[{2 * n * n_p} + k * {n_p} + j] = r[{2 * n} + k]",
-                 f"        d[{off} + j] = 0.0"]
-    else:   # massless_rows: gdot, then its derivatives along q, v and p
+        return [ColumnPass("dir_residual", range(n_p), lambda j: [(off + j, "1.0")],
+                           lambda j: [((i * n_p + j,), f"r[{i}]", (i,)) for i in range(n)]
+                           + [((n * n_p + i * n_p + j,), f"r[{n + i}]", (n + i,))
+                              for i in range(n)]
+                           + [((2 * n * n_p + k * n_p + j,), f"r[{2 * n + k}]", (2 * n + k,))
+                              for k in range(m)])]
+    # massless_rows: the derivatives of gdot along q, v and p
+    return [ColumnPass("dir_gdot", range(count),
+                       lambda j, start=start: [(start + j, "1.0")],
+                       lambda j, off=off, count=count: [((off + i * count + j,), f"r[{i}]",
+                                                         (i,)) for i in range(n)])
+            for count, start, off in ((n, 0, n), (n, n, n + n * n), (n_p, 2 * n, n + 2 * n * n))]
+
+
+def _column_entries(cp: ColumnPass, j: int, deps: list) -> list:
+    """Column j's structurally nonzero outputs: (output indices, value, rows read), each
+    value a sum of the terms whose helper rows depend on the column's direction."""
+    seed = 0
+    for idx, _ in cp.seeds(j):
+        seed |= 1 << idx
+    out = []
+    for outs, *terms in cp.entries(j):
+        parts = [(value, rows) for value, rows in zip(terms[::2], terms[1::2])
+                 if any(deps[r] & seed for r in rows)]
+        if parts:
+            out.append((outs, " + ".join(v for v, _ in parts),
+                        tuple(r for _, rows in parts for r in rows)))
+    return out
+
+
+def color_columns(cp: ColumnPass, deps: list) -> list:
+    """Columns that can share one helper call (Curtis, Powell and Reid): no column's written
+    outputs read a helper row that another column of its group moves. Greedy in column order;
+    a banded Jacobian needs a few groups whatever its size, a dense one one per column.
+    Returns [(columns, {column: its entries})] per group."""
+    groups = []          # [columns, rows moved, rows read, entries]
+    for j in cp.columns:
+        seed = 0
+        for idx, _ in cp.seeds(j):
+            seed |= 1 << idx
+        moved = {r for r, bits in enumerate(deps) if bits & seed}
+        entries = _column_entries(cp, j, deps)
+        read = {r for _, _, rows in entries for r in rows}
+        for g in groups:
+            if not (read & g[1] or g[2] & moved):
+                g[0].append(j)
+                g[1] |= moved
+                g[2] |= read
+                g[3][j] = entries
+                break
+        else:
+            groups.append([[j], moved, read, {j: entries}])
+    return [(g[0], g[3]) for g in groups]
+
+
+def _column_lines(name: str, sizes: Sizes, deps: dict) -> list:
+    """A COLUMN_KERNELS kernel as calls of its helper (graph_kernels.py) along sums of unit
+    directions, one call per group of columns (color_columns), writing only structurally
+    nonzero entries: d the direction, r the helper's output. ``deps``: {helper: per output
+    row, the bit mask of direction entries it depends on (graph.dependence)}."""
+    n = sizes.n
+    dims = helper_sizes(sizes)
+    helper = column_helpers(name)[-1]
+    n_d, n_r = dims[helper]
+    body = []
+    if name == "massless_rows":
         body += [f"    for i in range({n}):", "        r[i] = 0.0", "    _k_gdot(x, d, r)",
                  f"    for i in range({n}):", "        out[i] = r[i]"]
-        for count, start, off in ((n, 0, n), (n, n, n + n * n), (n_p, 2 * n, n + 2 * n * n)):
-            body += [f"    for j in range({count}):", f"        d[{start} + j] = 1.0"] + call
-            body += [f"        for i in range({n}):",
-                     f"            out[{off} + i * {count} + j] = r[i]",
-                     f"        d[{start} + j] = 0.0"]
-    return [f"# kernel {name}: one column per call of {helper}",
+    calls = 0
+    for cp in column_passes(name, sizes):
+        for columns, entries in color_columns(cp, deps[cp.helper]):
+            if not any(entries.values()):
+                continue             # structurally zero columns: nothing to write
+            calls += 1
+            seeds = [sd for j in columns for sd in cp.seeds(j)]
+            body += [f"    # columns {', '.join(map(str, columns))}"]
+            body += [f"    d[{idx}] = {value}" for idx, value in seeds]
+            body += [f"    for i in range({n_r}):", "        r[i] = 0.0",
+                     f"    _k_{cp.helper}(x, d, r)"]
+            body += [f"    out[{o}] = {value}" for j in columns
+                     for outs, value, _ in entries[j] for o in outs]
+            body += [f"    d[{idx}] = 0.0" for idx, _ in seeds]
+    return [f"# kernel {name}: {calls} call(s) of {helper}, each along the columns "
+            "that share it",
             f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
             "noexcept nogil:",
             f"    cdef double d[{max(n_d, 1)}]", f"    cdef double r[{max(n_r, 1)}]",
-            "    cdef int i, j, k",
+            "    cdef int i",
             f"    for i in range({n_d}):", "        d[i] = 0.0"] + body
 
 
@@ -431,14 +507,17 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
         "",
     ]
+    deps = {}
     for name in HELPERS if graph else ():
         exprs, _, assigns = table[name]
+        direction = [sp.Symbol(f"w[{i}]", real=True) for i in range(helper_sizes(sizes)[name][0])]
+        deps[name] = dependence(assigns, exprs, direction, free)
         out += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
                               {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free)
         out.append("")
     for spec in KERNELS:
         if graph and spec.name in COLUMN_KERNELS:
-            out += _column_lines(spec.name, sizes) + [""]
+            out += _column_lines(spec.name, sizes, deps) + [""]
             continue
         exprs, accumulate, assigns = table[spec.name]
         blocks = layout(spec.name, sizes)

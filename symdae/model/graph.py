@@ -27,7 +27,7 @@ from sympy.logic.boolalg import Boolean
 from .nonsmooth import almost_everywhere
 
 __all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "needed_assignments",
-           "split_wide"]
+           "split_wide", "dependence"]
 
 
 class FreeSymbols:
@@ -190,6 +190,27 @@ def needed_assignments(assignments: list, exprs: list, free=None) -> list:
             need |= free(f)
     out.reverse()
     return out
+
+
+def dependence(assignments: list, exprs: list, inputs: list, free=None) -> list:
+    """For each of ``exprs``: the set of positions in ``inputs`` (symbols) it depends on,
+    directly or through the assignments, as a bit mask (bit k: ``inputs[k]``). A tangent
+    program's outputs are linear in its direction, so on them this is the structure of the
+    Jacobian the direction selects columns of."""
+    free = free or FreeSymbols()
+    mask = {x: 1 << k for k, x in enumerate(inputs)}
+
+    def of(e) -> int:
+        bits = 0
+        for x in free(e):
+            bits |= mask.get(x, 0)
+        return bits
+
+    for z, f in assignments:
+        bits = of(f)
+        if bits:
+            mask[z] = bits
+    return [of(e) for e in exprs]
 
 
 def split_wide(assignments: list, exprs: list, limit: int = 64, prefix: str = "s") -> tuple:

@@ -7,12 +7,16 @@ matrices, but each one a straight-line program (:mod:`symdae.model.graph`): the 
 * the jvp kernels are one tangent along the weights, the vjp kernels one adjoint with them;
 * state_hvp is the adjoint of phi = w . (tangent of (Ma, g, C, s) along (dx, dp))
   (reverse over forward mode);
-* the dense Jacobians (COLUMN_KERNELS) are filled one column per call of a helper program
-  that takes a direction as its weights: ``dir_residual`` is the tangent of (Ma, g, C) along
+* the Jacobians (COLUMN_KERNELS) are filled by calls of a helper program that takes a
+  direction as its weights: ``dir_residual`` is the tangent of (Ma, g, C) along
   (dq, dv, da, dlam, dp) (newton's column j: q_j -> c_q, v_j -> c_v, a_j -> 1, then
   c_m dMa + dg), ``gdot`` is the tangent of g along (q' = v, v' = a, t' = 1) and
-  ``dir_gdot`` its tangent along (dq, dv, dp). The emitter writes the loops; the code holds
-  one tangent program per helper instead of one per column.
+  ``dir_gdot`` its tangent along (dq, dv, dp). The emitter (emit.column_passes) writes the
+  calls: columns whose rows do not overlap share one call along the sum of their
+  directions (the structure comes from graph.dependence of the helper's outputs on its
+  direction), and only structurally nonzero entries are written, as a tree kernel writes
+  them. The code holds one tangent program per helper instead of one per column; a banded
+  Jacobian takes a few calls whatever its size.
 
 The kernels that involve only the constraints, the initial state or the round-off model are
 built as trees (constraints are small next to the dynamics). Every entry is what the tree
@@ -31,8 +35,8 @@ __all__ = ["graph_kernel_table", "helper_sizes", "TREE_KERNELS", "COLUMN_KERNELS
 # built from the tree expressions in either form
 TREE_KERNELS = ("residual_magnitude", "initial_state", "initial_state_jacobian",
                 "constraint_velocity", "acceleration_constraint")
-# dense Jacobians, filled one column per call of a helper along a unit direction (the
-# emitter writes their loops): one tangent program each instead of one per column
+# Jacobians, filled by calls of a helper along sums of unit directions (the emitter writes
+# the calls): one tangent program each instead of one per column
 COLUMN_KERNELS = ("newton", "jacobians", "param_jacobians", "massless_rows")
 # the helpers, and whether a forward kernel calls them (their time terms are forward ones)
 HELPERS = {"dir_residual": True, "gdot": False, "dir_gdot": False}

@@ -9,6 +9,7 @@ residual kernel.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import sympy as sp
 
 import symdae
 from symdae.compilation.cache import build_cached, cache_key
-from symdae.model.emit import emit_cython, use_graph
+from symdae.model.emit import ColumnPass, color_columns, emit_cython, use_graph
+from symdae.model.graph_kernels import COLUMN_KERNELS
 from symdae.model.graph import adjoint, straight_line, tangent
 from symdae.model.kernels import KERNELS
 from symdae.simulation.backends.compiled import CompiledBackend
@@ -149,3 +151,79 @@ def test_wide_sums_and_products_are_computed_in_parts():
         for z, f in reversed(assigns):
             e = e.xreplace({z: f})
         assert e == want
+
+
+# ---------------------------------------------------------------------------- column kernels
+def written_entries(source: str, name: str) -> set:
+    """The output entries kernel ``name`` assigns in an emitted module (its function and its
+    chunk functions ``_k_<name>_<k>``): the indices of every ``out[<int>] =`` line."""
+    head = re.compile(rf"cdef void _k_{name}(_\d+)?\(")
+    entries, inside = set(), False
+    for line in source.splitlines():
+        if line.startswith("cdef ") or line.startswith("# kernel"):
+            inside = bool(head.match(line))
+        elif inside:
+            hit = re.match(r"\s+out\[(\d+)\] = ", line)
+            if hit:
+                entries.add(int(hit.group(1)))
+    return entries
+
+
+@pytest.mark.parametrize("name", MODELS + NONSMOOTH)
+def test_column_kernels_write_the_structure_of_the_tree_kernels(name):
+    """The graph form's column kernels write exactly the entries the tree kernels write (the
+    structurally nonzero ones): none is missed (the values are compared in
+    test_graph_kernels_equal_tree_kernels) and no structural zero is written, so the sparse
+    LU and the tangent sweep's products see the same structure in both forms."""
+    ds = symdae.derive(case(name).model)
+    tree, graph = emit_cython(ds, graph=False), emit_cython(ds, graph=True)
+    for kernel in COLUMN_KERNELS:
+        # massless_rows copies gdot (its first n entries) whole, in a loop
+        whole = set(range(ds.n)) if kernel == "massless_rows" else set()
+        assert written_entries(graph, kernel) | whole == written_entries(tree, kernel) | whole, \
+            f"{name} {kernel}"
+
+
+def test_columns_that_touch_disjoint_rows_share_a_call():
+    """A tridiagonal Jacobian (row i depends on columns i-1, i, i+1): columns two apart or
+    closer share a row, so greedy colouring in column order groups {0, 3}, {1, 4}, {2, 5}; a
+    dense one needs a call per column."""
+    n = 6
+    cp = ColumnPass("dir_residual", range(n), lambda j: [(j, "1.0")],
+                    lambda j: [((i * n + j,), f"r[{i}]", (i,)) for i in range(n)])
+    tri = [sum(1 << j for j in (i - 1, i, i + 1) if 0 <= j < n) for i in range(n)]
+    groups = color_columns(cp, tri)
+    assert [cols for cols, _ in groups] == [[0, 3], [1, 4], [2, 5]]
+    # each column writes the rows that depend on it, and only those
+    entries = {j: sorted(o for outs, _, _ in e[j] for o in outs) for _, e in groups for j in e}
+    assert entries[0] == [0 * n + 0, 1 * n + 0] and entries[3] == [2 * n + 3, 3 * n + 3, 4 * n + 3]
+    dense = [(1 << n) - 1] * n
+    assert [cols for cols, _ in color_columns(cp, dense)] == [[j] for j in range(n)]
+
+
+def test_a_banded_newton_matrix_takes_the_same_calls_at_any_size():
+    """The chain of N pendula (banded Newton matrix) in graph form: the newton kernel calls
+    its directional helper as often for N = 10 as for N = 20 (one call per column would be
+    4 N); the dependence of each helper row is what the chain couples."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
+    try:
+        from pendulum_chain import make_chain
+    finally:
+        sys.path.pop(0)
+    calls = []
+    for N in (10, 20):
+        source = emit_cython(symdae.derive(make_chain(N)), graph=True)
+        head = next(l for l in source.splitlines() if l.startswith("# kernel newton:"))
+        calls.append(int(re.search(r"(\d+) call", head).group(1)))
+    assert calls[0] == calls[1] <= 10, calls
+
+
+def test_dependence_follows_the_assignments():
+    """By hand: z1 = x y, z2 = sin(z1) + u, outputs z2 (x, y, u), z1 w (x, y) and w (none of
+    the inputs)."""
+    from symdae.model.graph import dependence
+
+    x, y, u, w = sp.symbols("x y u w", real=True)
+    z1, z2 = sp.symbols("z1 z2", real=True)
+    assigns = [(z1, x * y), (z2, sp.sin(z1) + u)]
+    assert dependence(assigns, [z2, z1 * w, w], [x, y, u]) == [0b111, 0b011, 0]
