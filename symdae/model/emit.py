@@ -12,7 +12,8 @@ hoisted out of the kernels into ``time_terms`` (those the forward kernels need) 
 ``time_terms_sensitivity`` (those only the derivative kernels need). The core evaluates them
 once per time step into ``x.tau``; the Newton iterations of that step then reuse them.
 
-A model whose residual is large (more than GRAPH_MIN_NODES tree nodes) gets graph kernels
+A model whose residual is large (more than GRAPH_MIN_NODES tree nodes, in rows of more than
+GRAPH_MIN_ROW_NODES on average: use_graph) gets graph kernels
 (graph_kernels.py): each is a straight-line program of shared assignments followed by its
 output entries, printed as is (the assignments already share what CSE would find) and split
 into chunk functions; an assignment read by a later chunk lives in the kernel's scratch
@@ -40,13 +41,16 @@ from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_s
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
-__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "hoist_time_terms",
+__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "GRAPH_MIN_ROW_NODES",
+           "hoist_time_terms",
            "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
            "tree_size", "use_graph"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
-# residual + outputs larger than this (tree nodes, repetitions counted) get graph kernels
+# residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
+# GRAPH_MIN_ROW_NODES on average, get graph kernels (use_graph)
 GRAPH_MIN_NODES = 5000
+GRAPH_MIN_ROW_NODES = 100
 WIDE_TERMS = 64          # a graph module's sums and products are computed in parts of this many
 _STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 
@@ -238,8 +242,17 @@ def tree_size(exprs) -> int:
 
 
 def use_graph(ds: DerivedSystem) -> bool:
-    """Are the model's residual and outputs large enough for graph kernels?"""
-    return tree_size(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s)) > GRAPH_MIN_NODES
+    """Are the model's residual and outputs large enough for graph kernels: more than
+    GRAPH_MIN_NODES tree nodes in all, more than GRAPH_MIN_ROW_NODES per row on average?
+
+    Differentiating a row as a tree copies it once per variable it depends on, so the tree
+    kernels grow with the rows' sizes: large rows (a dense M(q) in joint angles) are where
+    the graph form pays. Many small rows (a long chain in Cartesian coordinates) have small
+    tree derivatives, which run faster than a graph program's directional calls (the
+    80-pendulum chain: 23 us per step as trees, 31 us as graph kernels, builds alike)."""
+    rows = list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s)
+    size = tree_size(rows)
+    return size > GRAPH_MIN_NODES and size > GRAPH_MIN_ROW_NODES * len(rows)
 
 
 def _program_function(fname: str, items: list, accumulate: bool, printer: CythonPrinter,

@@ -201,18 +201,34 @@ def test_columns_that_touch_disjoint_rows_share_a_call():
     assert [cols for cols, _ in color_columns(cp, dense)] == [[j] for j in range(n)]
 
 
-def test_a_banded_newton_matrix_takes_the_same_calls_at_any_size():
-    """The chain of N pendula (banded Newton matrix) in graph form: the newton kernel calls
-    its directional helper as often for N = 10 as for N = 20 (one call per column would be
-    4 N); the dependence of each helper row is what the chain couples."""
+def chain(N: int):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
     try:
         from pendulum_chain import make_chain
     finally:
         sys.path.pop(0)
+    return make_chain(N)
+
+
+def test_many_small_rows_keep_tree_kernels():
+    """The 80-pendulum chain's residual is large (more than GRAPH_MIN_NODES) but made of rows
+    of a few nodes, whose tree derivatives are small: it keeps tree kernels (faster per
+    step there); the 5-link cart pendulum's rows are large: graph kernels."""
+    from symdae.model.emit import GRAPH_MIN_NODES, tree_size
+
+    ds = symdae.derive(chain(80))
+    assert tree_size(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s)) > GRAPH_MIN_NODES
+    assert not use_graph(ds)
+    assert use_graph(symdae.derive(cart_pendulum(5)))
+
+
+def test_a_banded_newton_matrix_takes_the_same_calls_at_any_size():
+    """The chain of N pendula (banded Newton matrix) in graph form: the newton kernel calls
+    its directional helper as often for N = 10 as for N = 20 (one call per column would be
+    4 N); the dependence of each helper row is what the chain couples."""
     calls = []
     for N in (10, 20):
-        source = emit_cython(symdae.derive(make_chain(N)), graph=True)
+        source = emit_cython(symdae.derive(chain(N)), graph=True)
         head = next(l for l in source.splitlines() if l.startswith("# kernel newton:"))
         calls.append(int(re.search(r"(\d+) call", head).group(1)))
     assert calls[0] == calls[1] <= 10, calls
