@@ -17,6 +17,7 @@ from sympy.core.function import AppliedUndef
 from sympy.physics.mechanics import dynamicsymbols
 
 from ..errors import InputError, ModelError, UndeclaredSymbolError, UnknownNameError
+from .walk import serialize
 from .nonsmooth import check_compilable
 from .walk import distinct_nodes, replace_all
 
@@ -400,7 +401,7 @@ class Model:
         )
         text = self.__dict__.get("_definition")
         if text is None:
-            text = self.__dict__["_definition"] = sp.srepr(parts)
+            text = self.__dict__["_definition"] = serialize(parts)
         return text
 
     def definition_hash(self) -> str:

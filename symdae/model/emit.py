@@ -538,8 +538,10 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
             out += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
                                   arrays, blocks, chunk_ops, free)
         else:
-            out += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
-                                 chunk_ops, graph)
+            # a graph module's tree kernels print unsorted too: sorting the terms of its
+            # large rows costs seconds (and the terms' own order is no less deterministic)
+            out += _kernel_lines(spec.name, exprs, accumulate, gprinter if graph else printer,
+                                 ds, arrays, blocks, chunk_ops, graph)
         out.append("")
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-__all__ = ["distinct_nodes", "replace_all"]
+__all__ = ["distinct_nodes", "replace_all", "serialize"]
 
 
 def distinct_nodes(expr: sp.Basic) -> list:
@@ -46,3 +46,55 @@ def replace_all(expr: sp.Basic, rule: dict, memo: dict | None = None) -> sp.Basi
         return out
 
     return rep(expr)
+
+
+def serialize(obj) -> str:
+    """A canonical text of ``obj`` (SymPy expressions and matrices in tuples, lists and
+    strings) that writes each distinct subexpression once: one line per node, ``#k = head(ids)``
+    with the ids of its arguments' lines, atoms as ``srepr``. Equal objects give equal text
+    and the text determines the object (as ``srepr`` does), but its length grows with the
+    distinct subexpressions, not with the expanded trees (``srepr`` of a 20-link chain's
+    equations runs to hundreds of megabytes)."""
+    from sympy.core.function import AppliedUndef
+    from sympy.matrices import MatrixBase
+
+    ids: dict = {}       # (type, node) -> its line: equal values of two types (1 and 1.0 in
+    lines: list = []     # older SymPy) stay two nodes
+
+    def head(e) -> str:
+        # an undefined function's class carries its name (and assumptions): srepr names it
+        return sp.srepr(e.func) if isinstance(e, AppliedUndef) else e.func.__name__
+
+    def node(root) -> str:
+        """The id of a SymPy object, its subexpressions numbered first (iteratively: the
+        trees are deep)."""
+        stack = [(root, False)]
+        while stack:
+            e, expanded = stack.pop()
+            key = (type(e), e)
+            if key in ids:
+                continue
+            if not e.args:
+                ids[key] = len(lines)
+                lines.append(sp.srepr(e))
+            elif expanded:
+                ids[key] = len(lines)
+                lines.append(f"{head(e)}({','.join(str(ids[type(a), a]) for a in e.args)})")
+            else:
+                stack.append((e, True))
+                stack.extend((a, False) for a in reversed(e.args) if (type(a), a) not in ids)
+        return f"#{ids[type(root), root]}"
+
+    def value(x) -> str:
+        if isinstance(x, MatrixBase):
+            return f"Matrix({x.rows},{x.cols},[{','.join(node(sp.sympify(v)) for v in x)}])"
+        if isinstance(x, sp.Basic):
+            return node(x)
+        if isinstance(x, (tuple, list)):
+            return f"{type(x).__name__}({','.join(value(v) for v in x)})"
+        if isinstance(x, str) or x is None:
+            return repr(x)
+        return node(sp.sympify(x))
+
+    top = value(obj)
+    return "\n".join(f"#{k} = {line}" for k, line in enumerate(lines)) + "\n" + top
