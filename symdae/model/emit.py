@@ -212,8 +212,14 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinte
 
 def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
                   chunk_ops: int, wide: bool = False) -> list:
+    """Lines of a tree kernel; ``wide``: in a graph module (sums split into parts, and chunks
+    sized by tree_size, which counts a shared subexpression's repetitions without walking
+    them as count_ops does: a large model's round-off kernel took half of emit in it)."""
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
-    groups = _chunks(entries, chunk_ops) if entries else []
+    if wide:
+        groups = _chunks(entries, chunk_ops, lambda item: tree_size([item[1]]))
+    else:
+        groups = _chunks(entries, chunk_ops) if entries else []
     out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:

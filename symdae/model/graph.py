@@ -32,7 +32,8 @@ __all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "nee
 
 class FreeSymbols:
     """Memoized free symbols of expressions (SymPy recomputes them on every call, which
-    dominates walking a large graph)."""
+    dominates walking a large graph): ``e.free_symbols``, in time linear in the distinct
+    subexpressions."""
 
     def __init__(self):
         self._memo: dict = {}
@@ -44,6 +45,8 @@ class FreeSymbols:
                 out = frozenset((e,))
             elif not e.args:
                 out = frozenset()
+            elif getattr(e, "bound_symbols", None):   # an integral, a Lambda: SymPy's rule
+                out = frozenset(e.free_symbols)
             else:
                 out = frozenset().union(*[self(a) for a in e.args])
             self._memo[e] = out

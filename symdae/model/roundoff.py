@@ -12,6 +12,8 @@ from __future__ import annotations
 import sympy as sp
 from sympy.core.function import ArgumentIndexError
 
+from .graph import FreeSymbols
+
 __all__ = ["magnitude"]
 
 
@@ -38,9 +40,19 @@ def magnitude(e: sp.Expr, sizes: dict | None = None, exact=frozenset(),
     """
     sizes = sizes or {}
     exact = frozenset(exact)
+    # once per distinct subexpression: equations formed from mechanics objects share theirs
+    # (walk.py), which as trees are visited millions of times
+    memo: dict = {}
+    free = FreeSymbols()
 
     def mag(e):
-        if e.is_Number or isinstance(e, sp.NumberSymbol) or (exact and e.free_symbols <= exact):
+        out = memo.get(e)
+        if out is None:
+            out = memo[e] = _mag(e)
+        return out
+
+    def _mag(e):
+        if e.is_Number or isinstance(e, sp.NumberSymbol) or (exact and free(e) <= exact):
             return sp.Abs(e)
         if e.is_Symbol or isinstance(e, sp.Indexed):
             return sizes.get(e, sp.Abs(e))
