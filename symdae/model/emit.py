@@ -350,8 +350,10 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
 
 def column_helpers(name: str) -> tuple:
     """The helper programs (graph_kernels.HELPERS) a COLUMN_KERNELS kernel calls; the last is
-    the directional one it calls once per column."""
-    return ("gdot", "dir_gdot") if name == "massless_rows" else ("dir_residual",)
+    the directional one it calls once per group of columns, the first (if another) once per
+    kernel call."""
+    return ("gdot", "dir_gdot") if name == "massless_rows" else ("residual_partials",
+                                                                  "dir_residual")
 
 
 @dataclass(frozen=True)
@@ -453,19 +455,25 @@ def color_columns(cp: ColumnPass, deps: list) -> list:
     return [(g[0], g[3]) for g in groups]
 
 
-def _column_lines(name: str, sizes: Sizes, deps: dict) -> list:
+def _column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int) -> list:
     """A COLUMN_KERNELS kernel as calls of its helper (graph_kernels.py) along sums of unit
     directions, one call per group of columns (color_columns), writing only structurally
     nonzero entries: d the direction, r the helper's output. ``deps``: {helper: per output
-    row, the bit mask of direction entries it depends on (graph.dependence)}."""
+    row, the bit mask of direction entries it depends on (graph.dependence)}. dir_residual
+    reads the residual's partial derivatives after its direction: ``n_partials`` of them,
+    evaluated once per kernel call by residual_partials (the vector mode of graph.linearize)."""
     n = sizes.n
     dims = helper_sizes(sizes)
     helper = column_helpers(name)[-1]
     n_d, n_r = dims[helper]
     body = []
     if name == "massless_rows":
+        n_dw = n_d
         body += [f"    for i in range({n}):", "        r[i] = 0.0", "    _k_gdot(x, d, r)",
                  f"    for i in range({n}):", "        out[i] = r[i]"]
+    else:
+        n_dw = n_d + n_partials
+        body += [f"    _k_residual_partials(x, d, &d[{n_d}])"]
     calls = 0
     for cp in column_passes(name, sizes):
         for columns, entries in color_columns(cp, deps[cp.helper]):
@@ -480,13 +488,20 @@ def _column_lines(name: str, sizes: Sizes, deps: dict) -> list:
             body += [f"    out[{o}] = {value}" for j in columns
                      for outs, value, _ in entries[j] for o in outs]
             body += [f"    d[{idx}] = 0.0" for idx, _ in seeds]
-    return [f"# kernel {name}: {calls} call(s) of {helper}, each along the columns "
+    head = [f"# kernel {name}: {calls} call(s) of {helper}, each along the columns "
             "that share it",
             f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
-            "noexcept nogil:",
-            f"    cdef double d[{max(n_d, 1)}]", f"    cdef double r[{max(n_r, 1)}]",
-            "    cdef int i",
-            f"    for i in range({n_d}):", "        d[i] = 0.0"] + body
+            "noexcept nogil:", f"    cdef double r[{max(n_r, 1)}]", "    cdef int i"]
+    if n_dw <= _STACK_DOUBLES:
+        return head + [f"    cdef double d[{max(n_dw, 1)}]",
+                       f"    for i in range({n_d}):", "        d[i] = 0.0"] + body
+    # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
+    # the callers report as a non-finite kernel value)
+    size = sum(b.size(sizes) for s in KERNELS if s.name == name for b in s.blocks)
+    return head + [f"    cdef double* d = <double*>malloc({n_dw} * sizeof(double))",
+                   "    if d == NULL:", f"        for i in range({size}):",
+                   "            out[i] = NAN", "        return",
+                   f"    for i in range({n_d}):", "        d[i] = 0.0"] + body + ["    free(d)"]
 
 
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
@@ -504,8 +519,10 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
+    n_partials = len(table["residual_partials"][0]) if graph else 0
     n_w = max([weight_size(s.name, sizes) for s in KERNELS]
-              + [k for k, _ in helper_sizes(sizes).values()])
+              + [k for k, _ in helper_sizes(sizes).values()]
+              + [helper_sizes(sizes)["dir_residual"][0] + n_partials])
     printer = CythonPrinter(_slots(ds, arrays, n_w))
     # a graph program's sums print in their stored order (sorting them costs, and the order
     # of a graph's terms is no less deterministic)
@@ -536,7 +553,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         out.append("")
     for spec in KERNELS:
         if graph and spec.name in COLUMN_KERNELS:
-            out += _column_lines(spec.name, sizes, deps) + [""]
+            out += _column_lines(spec.name, sizes, deps, n_partials) + [""]
             continue
         exprs, accumulate, assigns = table[spec.name]
         blocks = layout(spec.name, sizes)

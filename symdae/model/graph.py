@@ -26,8 +26,8 @@ from sympy.logic.boolalg import Boolean
 
 from .nonsmooth import almost_everywhere
 
-__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "adjoint", "needed_assignments",
-           "split_wide", "dependence"]
+__all__ = ["FreeSymbols", "Program", "straight_line", "tangent", "linearize", "adjoint",
+           "needed_assignments", "split_wide", "dependence"]
 
 
 class FreeSymbols:
@@ -146,6 +146,48 @@ def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
     out = [sp.Add(*[prog.partial(e, s) * dot[s] for s in prog.free(e) if s in dot])
            for e in exprs]
     return new, out
+
+
+def linearize(prog: Program, exprs: list, seed: dict, slot, prefix: str = "d") -> tuple:
+    """The tangent of ``exprs`` along ``seed`` (as :func:`tangent`) split in two:
+    (partials, new assignments, tangents). ``partials``: the local partial derivatives that
+    are not numbers, each distinct one once, in the order ``slot(k)`` (a symbol) names them;
+    the assignments and tangents combine them linearly with the seed, reading partial k as
+    ``slot(k)``. Evaluating the partials once (they need the residual and its functions'
+    derivatives) and the linear part once per direction is the vector mode of a Jacobian's
+    columns: the columns share everything but the multiply-adds."""
+    names = _symbols(prefix)
+    dot = dict(seed)
+    partials: list = []
+    index: dict = {}
+
+    def coef(f, s):
+        d = prog.partial(f, s)
+        if d.is_Number:
+            return d
+        sym = index.get(d)
+        if sym is None:
+            sym = index[d] = slot(len(partials))
+            partials.append(d)
+        return sym
+
+    def ordered(f):
+        # the partials' numbering follows the printed order, not a set's hash order
+        return sorted((s for s in prog.free(f) if s in dot), key=sp.default_sort_key)
+
+    new = []
+    for z, f in prog.assignments:
+        t = sp.Add(*[coef(f, s) * dot[s] for s in ordered(f)])
+        if t == 0:
+            continue
+        if t.is_Atom:
+            dot[z] = t
+        else:
+            sym = next(names)
+            new.append((sym, t))
+            dot[z] = sym
+    out = [sp.Add(*[coef(e, s) * dot[s] for s in ordered(e)]) for e in exprs]
+    return partials, new, out
 
 
 def adjoint(prog: Program, exprs: list, weights: list, wrt: list, prefix: str = "b") -> tuple:

@@ -10,7 +10,10 @@ matrices, but each one a straight-line program (:mod:`symdae.model.graph`): the 
 * the Jacobians (COLUMN_KERNELS) are filled by calls of a helper program that takes a
   direction as its weights: ``dir_residual`` is the tangent of (Ma, g, C) along
   (dq, dv, da, dlam, dp) (newton's column j: q_j -> c_q, v_j -> c_v, a_j -> 1, then
-  c_m dMa + dg), ``gdot`` is the tangent of g along (q' = v, v' = a, t' = 1) and
+  c_m dMa + dg), in vector mode (graph.linearize): ``residual_partials`` evaluates the
+  residual's program and its local partial derivatives once per kernel call, and
+  dir_residual only combines them along each direction; ``gdot`` is the tangent of g along
+  (q' = v, v' = a, t' = 1) and
   ``dir_gdot`` its tangent along (dq, dv, dp). The emitter (emit.column_passes) writes the
   calls: columns whose rows do not overlap share one call along the sum of their
   directions (the structure comes from graph.dependence of the helper's outputs on its
@@ -27,7 +30,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .derivation import DerivedSystem
-from .graph import FreeSymbols, adjoint, straight_line, tangent
+from .graph import FreeSymbols, adjoint, linearize, straight_line, tangent
 from .kernels import KERNELS, Sizes, flatten_blocks, kernel_expressions, weight_symbols
 
 __all__ = ["graph_kernel_table", "helper_sizes", "TREE_KERNELS", "COLUMN_KERNELS", "HELPERS"]
@@ -39,7 +42,7 @@ TREE_KERNELS = ("residual_magnitude", "initial_state", "initial_state_jacobian",
 # the calls): one tangent program each instead of one per column
 COLUMN_KERNELS = ("newton", "jacobians", "param_jacobians", "massless_rows")
 # the helpers, and whether a forward kernel calls them (their time terms are forward ones)
-HELPERS = {"dir_residual": True, "gdot": False, "dir_gdot": False}
+HELPERS = {"residual_partials": True, "dir_residual": True, "gdot": False, "dir_gdot": False}
 
 
 class _Graph:
@@ -56,6 +59,7 @@ class _Graph:
         self.C, self.s = red[2 * n:2 * n + m], red[2 * n + m:]
         self.x = tuple(S.q) + tuple(S.v) + tuple(S.a) + tuple(S.lam)
         self._gdot_cache = None
+        self._linear_cache = None
 
     # -- builders: (assignments, blocks)
     def residual(self, w):
@@ -127,12 +131,31 @@ class _Graph:
         return ext.assignments + rev, [grad[:nx], grad[nx:]]
 
     # -- helpers of the column-by-column kernels (COLUMN_KERNELS): (assignments, entries)
+    def _linearized(self):
+        """(partials, linear assignments, tangents) of (Ma, g, C) along (q, v, a, lam, p)
+        (graph.linearize): the direction is w[0 : 3n + m + n_p], partial k is w[3n + m + n_p
+        + k]."""
+        if self._linear_cache is None:
+            S = self.S
+            k = helper_sizes(Sizes.of(self.ds.sizes))["dir_residual"][0]
+            direction = [sp.Symbol(f"w[{i}]", real=True) for i in range(k)]
+            seed = dict(zip(self.x + tuple(S.p), direction))
+            self._linear_cache = linearize(
+                self.prog, self.Ma + self.g + self.C, seed,
+                lambda j: sp.Symbol(f"w[{k + j}]", real=True), "t")
+        return self._linear_cache
+
+    def residual_partials(self, d):
+        """The local partial derivatives of (Ma, g, C)'s program at the state: what every
+        direction of dir_residual shares (the caller passes them after the direction)."""
+        partials, _, _ = self._linearized()
+        return self.prog.assignments, partials
+
     def dir_residual(self, d):
-        """The tangent of (Ma, g, C) along the direction d = (dq, dv, da, dlam, dp)."""
-        n, m, S = self.n, self.m, self.S
-        seed = dict(zip(self.x + tuple(S.p), d))
-        new, t = tangent(self.prog, self.Ma + self.g + self.C, seed, "t")
-        return self.prog.assignments + new, t
+        """The tangent of (Ma, g, C) along the direction d = (dq, dv, da, dlam, dp): the
+        linear combination of residual_partials' values (weights after d) along d."""
+        _, new, t = self._linearized()
+        return new, t
 
     def _gdot(self):
         """(program extended by gdot, gdot on every row: 0 on the rows constraints reach)."""
@@ -163,10 +186,12 @@ class _Graph:
 
 
 def helper_sizes(sizes: Sizes) -> dict:
-    """{helper: (direction length, output length)} of the column helpers."""
+    """{helper: (direction length, output length)} of the column helpers; residual_partials'
+    output length (and what dir_residual reads after its direction) is the model's number of
+    distinct partials, known once its program is built (None here)."""
     n, m, n_p = sizes.n, sizes.m, sizes.n_p
-    return {"dir_residual": (3 * n + m + n_p, 2 * n + m), "gdot": (0, n),
-            "dir_gdot": (2 * n + n_p, n)}
+    return {"residual_partials": (0, None), "dir_residual": (3 * n + m + n_p, 2 * n + m),
+            "gdot": (0, n), "dir_gdot": (2 * n + n_p, n)}
 
 
 def graph_kernel_table(ds: DerivedSystem, free: FreeSymbols | None = None) -> dict:

@@ -243,3 +243,52 @@ def test_dependence_follows_the_assignments():
     z1, z2 = sp.symbols("z1 z2", real=True)
     assigns = [(z1, x * y), (z2, sp.sin(z1) + u)]
     assert dependence(assigns, [z2, z1 * w, w], [x, y, u]) == [0b111, 0b011, 0]
+
+
+def test_linearize_splits_the_tangent_into_partials_and_their_combination():
+    """By hand, on f = sin(x y) + x^3 (x y shared): the partials are cos(z) y, cos(z) x and
+    3 x^2 (z = x y; the constant partials, here none, stay numbers), and putting their values
+    back into the linear program gives tangent()'s result, (cos(x y) y + 3 x^2) dx +
+    cos(x y) x dy."""
+    from symdae.model.graph import linearize
+
+    x, y, dx, dy = sp.symbols("x y dx dy", real=True)
+    f = sp.sin(x * y) + x ** 3 + sp.sin(x * y) ** 2
+    prog, (red,) = straight_line([f])
+    slots = sp.symbols("P0:20", real=True)
+    partials, new, (out,) = linearize(prog, [red], {x: dx, y: dy}, lambda k: slots[k])
+    assert all(not p.is_Number for p in partials) and len(set(partials)) == len(partials)
+    back = {slots[k]: p for k, p in enumerate(partials)}
+    e = out
+    for z, g in reversed(new):
+        e = e.xreplace({z: g})
+    e = e.xreplace(back)
+    for z, g in reversed(prog.assignments):
+        e = e.xreplace({z: g})
+    want = sp.diff(f, x) * dx + sp.diff(f, y) * dy
+    assert sp.simplify(e - want) == 0
+    # the linear program reads the partials and the direction only
+    for _, g in new:
+        assert g.free_symbols <= set(slots) | {dx, dy} | {z for z, _ in new}
+
+
+def test_column_kernels_take_their_partials_from_the_heap_when_large(monkeypatch):
+    """A column kernel whose direction and partials exceed the stack budget allocates them
+    (freed on return): compiled that way, the slider-crank's column kernels equal the
+    reference as in test_graph_kernels_equal_tree_kernels."""
+    import symdae.model.emit as emit
+
+    monkeypatch.setattr(emit, "_STACK_DOUBLES", 8)
+    c = case("slider_crank")
+    model = c.model
+    source = emit.emit_cython(symdae.derive(model), definition_hash=model.definition_hash(),
+                              graph=True)
+    newton = source[source.index("cdef void _k_newton"):]
+    newton = newton[:newton.index("\n\n")]
+    assert "malloc(" in newton and "free(d)" in newton
+
+    key = cache_key("graph kernels, heap\0" + model.definition())
+    module, _ = build_cached(model.name + "_graph_heap", key, lambda: (source, {}))
+    heap = CompiledBackend(module)
+    for kernel in COLUMN_KERNELS:
+        check_against_reference(c, kernel, heap.evaluate, "graph kernel, partials on the heap")
