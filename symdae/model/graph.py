@@ -124,17 +124,21 @@ def straight_line(exprs: list, prefix: str = "z") -> tuple:
     return Program(list(repl)), list(reduced)
 
 
-def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
-    """(new assignments, tangents of ``exprs``) along ``seed``: {input symbol: its tangent
-    expression}. Assignments are made only for the z that depend on a seeded input."""
+def _forward(prog: Program, exprs: list, seed: dict, coef, prefix: str) -> tuple:
+    """Forward mode along ``seed``: (new assignments, tangents of ``exprs``), the term of
+    input s in assignment f being ``coef(f, s) * dot[s]``; assignments are made only for the
+    z that depend on a seeded input. Inputs are taken in SymPy's sort order (not a set's
+    hash order), so that what coef numbers is numbered the same in every process."""
     names = _symbols(prefix)
     dot = dict(seed)
+
+    def terms(f):
+        return sp.Add(*[coef(f, s) * dot[s] for s in sorted(
+            (s for s in prog.free(f) if s in dot), key=sp.default_sort_key)])
+
     new = []
     for z, f in prog.assignments:
-        terms = [prog.partial(f, s) * dot[s] for s in prog.free(f) if s in dot]
-        if not terms:
-            continue
-        t = sp.Add(*terms)
+        t = terms(f)
         if t == 0:
             continue
         if t.is_Atom:
@@ -143,9 +147,13 @@ def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
             sym = next(names)
             new.append((sym, t))
             dot[z] = sym
-    out = [sp.Add(*[prog.partial(e, s) * dot[s] for s in prog.free(e) if s in dot])
-           for e in exprs]
-    return new, out
+    return new, [terms(e) for e in exprs]
+
+
+def tangent(prog: Program, exprs: list, seed: dict, prefix: str = "d") -> tuple:
+    """(new assignments, tangents of ``exprs``) along ``seed``: {input symbol: its tangent
+    expression}. Assignments are made only for the z that depend on a seeded input."""
+    return _forward(prog, exprs, seed, prog.partial, prefix)
 
 
 def linearize(prog: Program, exprs: list, seed: dict, slot, prefix: str = "d") -> tuple:
@@ -156,8 +164,6 @@ def linearize(prog: Program, exprs: list, seed: dict, slot, prefix: str = "d") -
     ``slot(k)``. Evaluating the partials once (they need the residual and its functions'
     derivatives) and the linear part once per direction is the vector mode of a Jacobian's
     columns: the columns share everything but the multiply-adds."""
-    names = _symbols(prefix)
-    dot = dict(seed)
     partials: list = []
     index: dict = {}
 
@@ -171,22 +177,7 @@ def linearize(prog: Program, exprs: list, seed: dict, slot, prefix: str = "d") -
             partials.append(d)
         return sym
 
-    def ordered(f):
-        # the partials' numbering follows the printed order, not a set's hash order
-        return sorted((s for s in prog.free(f) if s in dot), key=sp.default_sort_key)
-
-    new = []
-    for z, f in prog.assignments:
-        t = sp.Add(*[coef(f, s) * dot[s] for s in ordered(f)])
-        if t == 0:
-            continue
-        if t.is_Atom:
-            dot[z] = t
-        else:
-            sym = next(names)
-            new.append((sym, t))
-            dot[z] = sym
-    out = [sp.Add(*[coef(e, s) * dot[s] for s in ordered(e)]) for e in exprs]
+    new, out = _forward(prog, exprs, seed, coef, prefix)
     return partials, new, out
 
 
