@@ -21,9 +21,9 @@ matrices, but each one a straight-line program (:mod:`symdae.model.graph`): the 
   them. The code holds one tangent program per helper instead of one per column; a banded
   Jacobian takes a few calls whatever its size.
 
-The kernels that involve only the constraints, the initial state or the round-off model are
-built as trees (constraints are small next to the dynamics). Every entry is what the tree
-kernel computes, exactly: only the shape of the expressions differs.
+The kernels that involve only the constraints or the initial state are built as trees
+(constraints are small next to the dynamics); the round-off model's is a program too. Every
+entry is what the tree kernel computes, exactly: only the shape of the expressions differs.
 """
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ import sympy as sp
 from .derivation import DerivedSystem
 from .graph import FreeSymbols, adjoint, linearize, straight_line, tangent
 from .kernels import KERNELS, Sizes, flatten_blocks, kernel_expressions, weight_symbols
+from .roundoff import magnitude
 
 __all__ = ["graph_kernel_table", "helper_sizes", "TREE_KERNELS", "COLUMN_KERNELS", "HELPERS"]
 
 # built from the tree expressions in either form
-TREE_KERNELS = ("residual_magnitude", "initial_state", "initial_state_jacobian",
-                "constraint_velocity", "acceleration_constraint")
+TREE_KERNELS = ("initial_state", "initial_state_jacobian", "constraint_velocity",
+                "acceleration_constraint")
 # Jacobians, filled by calls of a helper along sums of unit directions (the emitter writes
 # the calls): one tangent program each instead of one per column
 COLUMN_KERNELS = ("newton", "jacobians", "param_jacobians", "massless_rows")
@@ -129,6 +130,31 @@ class _Graph:
         rev, grad = adjoint(ext, [phi], [sp.S.One], wrt, "b")
         nx = len(self.x)
         return ext.assignments + rev, [grad[:nx], grad[nx:]]
+
+    def residual_magnitude(self, w):
+        """roundoff.magnitude of (Ma, g, C) along the program: each assignment's magnitude
+        from those of its inputs (an assignment in t, p and u only is exact, its magnitude
+        its size). The magnitude is compositional (of a sum, the sum of its terms'; of
+        f(x), |f| + |f'| mag(x); ...), so this is the tree kernel's expression, each shared
+        subexpression's magnitude formed once."""
+        S = self.S
+        sizes = dict(zip(S.q, w["qs"])) | dict(zip(S.v, w["vs"]))
+        exact = set((S.t,) + S.p + S.u)
+        names = sp.numbered_symbols("m", cls=sp.Dummy, real=True)
+        new = []
+        for z, f in self.prog.assignments:
+            if self.prog.free(f) <= exact:
+                exact.add(z)
+                continue
+            mz = magnitude(f, sizes, exact, w["switch"])
+            if not mz.is_Atom:
+                sym = next(names)
+                new.append((sym, mz))
+                mz = sym
+            sizes[z] = mz
+        n, m = self.n, self.m
+        rows = [magnitude(e, sizes, exact, w["switch"]) for e in self.Ma + self.g + self.C]
+        return self.prog.assignments + new, [rows[:n], rows[n:2 * n], rows[2 * n:2 * n + m]]
 
     # -- helpers of the column-by-column kernels (COLUMN_KERNELS): (assignments, entries)
     def _linearized(self):
