@@ -302,18 +302,28 @@ def _program_function(fname: str, items: list, accumulate: bool, printer: Cython
 
 
 def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, printer, ds,
-                   arrays, blocks, chunk_ops: int, free: FreeSymbols) -> list:
+                   arrays, blocks, chunk_ops: int, free: FreeSymbols,
+                   primal: dict | None = None) -> list:
     """A graph kernel: its needed assignments, then its output entries, split into chunk
-    functions of about chunk_ops nodes that share a scratch array."""
+    functions of about chunk_ops nodes that share a scratch array. ``primal``: {symbol:
+    (index, expression)} of the residual's program, which ``_k_primal`` evaluates into the
+    scratch array's first entries: a kernel that needs most of it calls that instead of
+    holding its own copy (the program's text is then compiled once, not once per kernel)."""
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
-    needed, outs = split_wide(needed_assignments(assigns, [e for _, e in entries], free),
-                              [e for _, e in entries], WIDE_TERMS)
+    needed = needed_assignments(assigns, [e for _, e in entries], free)
+    pre = {}
+    if primal:
+        mine = [(z, f) for z, f in needed if z in primal]
+        if 2 * len(mine) > len(primal) and all(f == primal[z][1] for z, f in mine):
+            pre = {z: f"z[{k}]" for z, (k, _) in primal.items()}
+            needed = [(z, f) for z, f in needed if z not in primal]
+    needed, outs = split_wide(needed, [e for _, e in entries], WIDE_TERMS)
     items = [("set", z, f) for z, f in needed]
     items += [("out", i, e) for (i, _), e in zip(entries, outs)]
     # tree nodes, a cheap stand-in for count_ops on a program's short assignments
     groups = _chunks(items, chunk_ops, lambda item: tree_size([item[2]])) or [[]]
     home = {z: c for c, grp in enumerate(groups) for kind, z, _ in grp if kind == "set"}
-    shared = {}
+    shared = dict(pre)
     for c, grp in enumerate(groups):
         for _, _, e in grp:
             for sym in free(e):
@@ -323,7 +333,7 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
            f"{len(items) - len(entries)} shared assignments, {len(groups)} chunk(s)"]
     printer.slots.update(shared)
     try:
-        if len(groups) == 1:
+        if len(groups) == 1 and not pre:
             return out + _program_function(f"_k_{name}", groups[0], accumulate, printer, ds,
                                            arrays, blocks, shared, False, free)
         for c, grp in enumerate(groups):
@@ -335,7 +345,8 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
             del printer.slots[sym]
     out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
                "noexcept nogil:")
-    calls = [f"    _k_{name}_{c}(x, w, out, z)" for c in range(len(groups))]
+    calls = ["    _k_primal(x, w, z)"] if pre else []
+    calls += [f"    _k_{name}_{c}(x, w, out, z)" for c in range(len(groups))]
     if len(shared) <= _STACK_DOUBLES:
         return out + [f"    cdef double z[{max(len(shared), 1)}]"] + calls
     # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
@@ -543,13 +554,22 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
         "",
     ]
+    primal = None
+    if graph:
+        # the residual's program (every program kernel's assignments start with it, the
+        # same after hoisting), once: its values go to the first entries of a kernel's scratch
+        steps = table["residual"][2]
+        primal = {z: (k, f) for k, (z, f) in enumerate(steps)}
+        out += _program_lines("primal", [z for z, _ in steps], False, steps, gprinter, ds,
+                              arrays, {"z": (0, len(steps), (len(steps),))}, chunk_ops, free)
+        out.append("")
     deps = {}
     for name in HELPERS if graph else ():
         exprs, _, assigns = table[name]
         direction = [sp.Symbol(f"w[{i}]", real=True) for i in range(helper_sizes(sizes)[name][0])]
         deps[name] = dependence(assigns, exprs, direction, free)
         out += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
-                              {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free)
+                              {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free, primal)
         out.append("")
     for spec in KERNELS:
         if graph and spec.name in COLUMN_KERNELS:
@@ -559,7 +579,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         blocks = layout(spec.name, sizes)
         if assigns:
             out += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
-                                  arrays, blocks, chunk_ops, free)
+                                  arrays, blocks, chunk_ops, free, primal)
         else:
             # a graph module's tree kernels print unsorted too: sorting the terms of its
             # large rows costs seconds (and the terms' own order is no less deterministic)

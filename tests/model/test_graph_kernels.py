@@ -292,3 +292,17 @@ def test_column_kernels_take_their_partials_from_the_heap_when_large(monkeypatch
     heap = CompiledBackend(module)
     for kernel in COLUMN_KERNELS:
         check_against_reference(c, kernel, heap.evaluate, "graph kernel, partials on the heap")
+
+
+def test_program_kernels_share_the_residual_program():
+    """The residual's program is printed once (``_k_primal``); a kernel that needs most of it
+    calls that instead of holding a copy (on the 5-link cart pendulum: every derivative
+    kernel), one that needs little keeps its own few assignments; the values are checked in
+    test_graph_kernels_equal_tree_kernels and against finite differences above."""
+    source = emit_cython(symdae.derive(cart_pendulum(5)), graph=True)
+    assert source.count("cdef void _k_primal(") == 1
+    for k in ("residual", "state_jvp", "param_jvp", "state_vjp", "param_vjp", "state_hvp",
+              "residual_partials"):
+        wrapper = source[source.index(f"cdef void _k_{k}(const symdae_args* x, const double* "
+                                      "w, double* out) noexcept nogil:"):].split("\n\n")[0]
+        assert "    _k_primal(x, w, z)" in wrapper, k
