@@ -17,9 +17,8 @@ from sympy.core.function import AppliedUndef
 from sympy.physics.mechanics import dynamicsymbols
 
 from ..errors import InputError, ModelError, UndeclaredSymbolError, UnknownNameError
-from .walk import serialize
 from .nonsmooth import check_compilable
-from .walk import distinct_nodes, replace_all
+from .walk import distinct_nodes, replace_all, serialize
 
 __all__ = ["Model", "KernelSymbols", "parameter_name", "by_parameter_name"]
 

@@ -214,12 +214,12 @@ def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays,
                   chunk_ops: int, wide: bool = False) -> list:
     """Lines of a tree kernel; ``wide``: in a graph module (sums split into parts, and chunks
     sized by tree_size, which counts a shared subexpression's repetitions without walking
-    them as count_ops does: a large model's round-off kernel took half of emit in it)."""
+    them as count_ops does: on a large model's rows that took seconds)."""
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
     if wide:
         groups = _chunks(entries, chunk_ops, lambda item: tree_size([item[1]]))
     else:
-        groups = _chunks(entries, chunk_ops) if entries else []
+        groups = _chunks(entries, chunk_ops)
     out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
@@ -425,12 +425,18 @@ def column_passes(name: str, sizes: Sizes) -> list:
             for count, start, off in ((n, 0, n), (n, n, n + n * n), (n_p, 2 * n, n + 2 * n * n))]
 
 
+def _seed_mask(cp: ColumnPass, j: int) -> int:
+    """The direction entries column j seeds, as a bit mask (graph.dependence's)."""
+    mask = 0
+    for idx, _ in cp.seeds(j):
+        mask |= 1 << idx
+    return mask
+
+
 def _column_entries(cp: ColumnPass, j: int, deps: list) -> list:
     """Column j's structurally nonzero outputs: (output indices, value, rows read), each
     value a sum of the terms whose helper rows depend on the column's direction."""
-    seed = 0
-    for idx, _ in cp.seeds(j):
-        seed |= 1 << idx
+    seed = _seed_mask(cp, j)
     out = []
     for outs, *terms in cp.entries(j):
         parts = [(value, rows) for value, rows in zip(terms[::2], terms[1::2])
@@ -445,14 +451,15 @@ def color_columns(cp: ColumnPass, deps: list) -> list:
     """Columns that can share one helper call (Curtis, Powell and Reid): no column's written
     outputs read a helper row that another column of its group moves. Greedy in column order;
     a banded Jacobian needs a few groups whatever its size, a dense one one per column.
+    A structurally zero column is left out (nothing to write, nothing to seed).
     Returns [(columns, {column: its entries})] per group."""
     groups = []          # [columns, rows moved, rows read, entries]
     for j in cp.columns:
-        seed = 0
-        for idx, _ in cp.seeds(j):
-            seed |= 1 << idx
-        moved = {r for r, bits in enumerate(deps) if bits & seed}
         entries = _column_entries(cp, j, deps)
+        if not entries:
+            continue
+        seed = _seed_mask(cp, j)
+        moved = {r for r, bits in enumerate(deps) if bits & seed}
         read = {r for _, _, rows in entries for r in rows}
         for g in groups:
             if not (read & g[1] or g[2] & moved):
@@ -488,8 +495,6 @@ def _column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int) -> list:
     calls = 0
     for cp in column_passes(name, sizes):
         for columns, entries in color_columns(cp, deps[cp.helper]):
-            if not any(entries.values()):
-                continue             # structurally zero columns: nothing to write
             calls += 1
             seeds = [sd for j in columns for sd in cp.seeds(j)]
             body += [f"    # columns {', '.join(map(str, columns))}"]
