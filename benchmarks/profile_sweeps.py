@@ -42,8 +42,8 @@ CHILD = textwrap.dedent('''
 
     import numpy as np
     import symdae
-    from symdae.simulation.core import hht
-    from symdae.costs import LeastSquares
+    from symdae.costs.time_domain import LeastSquares
+    from symdae.simulation.backends.base import scheme_code
 
     model, ns = symdae.load_model("engine_mount")
     s = symdae.compile_model(model)
@@ -52,14 +52,23 @@ CHILD = textwrap.dedent('''
     cost = LeastSquares({"a1": data}, ["a1"])
     tr = s.simulate(sc, params=ns["START"], store_factorizations=True)
     _, dS = cost.evaluate(s, tr)
-    sw, k, N = tr._sweep, s.kernels, sc.n_steps
-    Q, V, A = (np.empty((N + 1, 4)) for _ in range(3))
-    L, S = np.empty((N + 1, 1)), np.zeros((N + 1, k.n_s))
-    LU, PIV = np.empty((N + 1, 5, 5)), np.empty((N + 1, 5), np.intc)
+    backend = s.backend
+    hht, k, sw, N = backend.hht, backend.kernels, tr._sweep.forward, sc.n_steps
+    x0 = tr._sweep.x0
+    n, m, nm = k.n, k.m, k.n + k.m
+    Q, V, A = (np.empty((N + 1, n)) for _ in range(3))
+    L, S = np.empty((N + 1, m)), np.zeros((N + 1, k.n_s))
+    LU, PIV = np.empty((N + 1, nm, nm)), np.empty((N + 1, nm + 1), np.intc)
     TAU = np.empty((N + 1, k.n_tau))
-    Q[0], V[0], A[0], L[0] = tr.q[0], tr.v[0], tr.a[0], tr.lam[0]
-    c, info = np.zeros(4, np.intp), np.zeros(6)
-    grad, xb = np.zeros(k.n_p + 1), np.zeros(3 * k.n + k.m)
+    Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
+
+    def forward(store):
+        noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
+        mats = (LU, PIV, TAU) if store else (None, None, None)
+        rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), sw.p, sw.U, Q,
+                          V, A, A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False)
+        assert rep["status"] == 0, rep
+
     mode, reps, ready = sys.argv[1], int(sys.argv[2]), Path(sys.argv[5])
     if mode.startswith("ref"):
         sys.path.insert(0, sys.argv[3])
@@ -73,14 +82,11 @@ CHILD = textwrap.dedent('''
         time.sleep(0.05)
     for _ in range(reps):
         if mode == "forward":
-            hht.forward(k, 0.0, sc.h, N, sc.alpha, sw.p, sw.U, Q, V, A, L, S, None, None,
-                         None, sc.rtol, sc.max_iter, c, info)
+            forward(False)
         elif mode == "forward_store":
-            hht.forward(k, 0.0, sc.h, N, sc.alpha, sw.p, sw.U, Q, V, A, L, S, LU, PIV, TAU,
-                         sc.rtol, sc.max_iter, c, info)
+            forward(True)
         elif mode == "adjoint":
-            hht.adjoint(k, sw.t0, sw.h, N, sw.alpha, sw.p, sw.U, tr.q, tr.v, tr.a, tr.lam,
-                         sw.LU, sw.PIV, sw.TAU, dS, grad, xb)
+            backend.adjoint(tr._sweep.forward, dS)
         elif mode == "ref_J":
             ref.cost(p)
         elif mode == "ref_JG":
@@ -90,8 +96,8 @@ CHILD = textwrap.dedent('''
 # callgrind --toggle-collect patterns: the Python-callable wrapper Cython makes for the sweep's
 # def (exactly one function, so collection is not toggled twice), or libffi's call for the
 # ctypes reference
-TOGGLE = {"forward": "__pyx_pw_*_hht_*forward", "forward_store": "__pyx_pw_*_hht_*forward",
-          "adjoint": "__pyx_pw_*_hht_*adjoint", "ref_J": "ffi_call*", "ref_JG": "ffi_call*"}
+TOGGLE = {"forward": "__pyx_pw_*hht_*forward", "forward_store": "__pyx_pw_*hht_*forward",
+          "adjoint": "__pyx_pw_*hht_*adjoint", "ref_J": "ffi_call*", "ref_JG": "ffi_call*"}
 
 
 def build_core(tmp: Path) -> Path:

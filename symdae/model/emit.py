@@ -38,6 +38,7 @@ from .kernels import (
 )
 from .graph import FreeSymbols, dependence, needed_assignments, split_wide
 from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
+from .lu_plan import MAX_UPDATES, lu_lines, plan_lu
 from .nonsmooth import has_jumps
 from .printer import LIBC_MATH, CythonPrinter
 
@@ -520,6 +521,20 @@ def _column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int) -> list:
                    f"    for i in range({n_d}):", "        d[i] = 0.0"] + body + ["    free(d)"]
 
 
+def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
+    """The entries of the Newton matrix K (flat, row-major) that the newton kernel writes:
+    its nonzero expressions, or in a graph module (``deps``: graph.dependence of its
+    helpers) the outputs of its column passes."""
+    if deps is None:
+        return [i for i, e in enumerate(table["newton"][0]) if e != 0]
+    written = set()
+    for cp in column_passes("newton", sizes):
+        for j in cp.columns:
+            for outs, _, _ in _column_entries(cp, j, deps[cp.helper]):
+                written.update(outs)
+    return sorted(written)
+
+
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None) -> str:
     """Return the Cython source of the kernel module for ``ds`` (deterministic). ``graph``:
@@ -591,6 +606,17 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
             out += _kernel_lines(spec.name, exprs, accumulate, gprinter if graph else printer,
                                  ds, arrays, blocks, chunk_ops, graph)
         out.append("")
+    plan = plan_lu(newton_structure(table, sizes, deps if graph else None), sizes.nm)
+    if plan is not None and plan.updates <= MAX_UPDATES:
+        out += lu_lines(plan) + [""]
+        kpos = [plan.order[f // plan.N] * plan.N + plan.order[f % plan.N]
+                for f in plan.nonzeros]
+        out += [f"cdef int _lu_order[{2 * plan.N}]", f"cdef int _lu_kpos[{max(len(kpos), 1)}]",
+                f"_lu_order[:] = {list(plan.order) * 2}"]
+        out += [f"_lu_kpos[:] = {kpos}"] if kpos else []
+        out += [""]
+    else:
+        plan = None
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
     out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
@@ -608,5 +634,12 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 f"{entry}.w_size = {weight_size(spec.name, sizes)}",
                 f"{entry}.accumulate = {int(spec.accumulate)}",
                 f"{entry}.tau = {reads}"]
+    if plan is not None:
+        out += ["_model.lu_order = _lu_order", "_model.lu_kpos = _lu_kpos",
+                f"_model.lu_nk = {len(plan.nonzeros)}", "_model.lu_factor = _lu_factor",
+                "_model.lu_solve = _lu_solve", "_model.lu_solve_t = _lu_solve_t"]
+    else:
+        out += ["_model.lu_order = NULL", "_model.lu_kpos = NULL", "_model.lu_nk = 0",
+                "_model.lu_factor = NULL", "_model.lu_solve = NULL", "_model.lu_solve_t = NULL"]
     out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]
     return "\n".join(out)

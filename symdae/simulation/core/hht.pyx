@@ -20,7 +20,7 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
-from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
+from symdae.simulation.core.sparse cimport SparseLU, carve_sparse, apply, apply_t
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
@@ -46,9 +46,15 @@ cdef double _EMPTY[1]   # the base of every zero-width array (never read)
 
 
 cdef class Kernels:
-    """The kernel table of one compiled model (keeps its module alive)."""
+    """The kernel table of one compiled model (keeps its module alive).
+
+    ``model_lu``: the sweeps factorise the Newton matrix with the module's written-out LU
+    (symdae/model/lu_plan.py) where a run's orders are its own (the default), or always with
+    the core's sparse LU loops (False: the same operations, for comparisons and timings)."""
 
     cdef const symdae_model* km
+    cdef const symdae_model* source    # the module's table; km points at a copy
+    cdef symdae_model table
     cdef readonly object module
     cdef readonly int n, m, n_p, n_u, n_s, n_tau
 
@@ -56,13 +62,75 @@ cdef class Kernels:
         cap = getattr(module, "kernels", None)
         if cap is None or not PyCapsule_IsValid(cap, b"symdae.model"):
             raise TypeError(f"{module!r} does not export a 'symdae.model' kernel capsule")
-        self.km = <const symdae_model*>PyCapsule_GetPointer(cap, b"symdae.model")
-        if self.km.abi_version != SYMDAE_ABI_VERSION:
-            raise ImportError(f"kernel module {module!r} has ABI {self.km.abi_version}, the "
-                              f"core expects {SYMDAE_ABI_VERSION}: rebuild it")
+        self.source = <const symdae_model*>PyCapsule_GetPointer(cap, b"symdae.model")
+        if self.source.abi_version != SYMDAE_ABI_VERSION:
+            raise ImportError(f"kernel module {module!r} has ABI {self.source.abi_version}, "
+                              f"the core expects {SYMDAE_ABI_VERSION}: rebuild it")
+        self.table = self.source[0]
+        self.km = &self.table
         self.module = module
         self.n, self.m, self.n_p = self.km.n, self.km.m, self.km.n_p
         self.n_u, self.n_s, self.n_tau = self.km.n_u, self.km.n_s, self.km.n_tau
+
+    @property
+    def model_lu(self):
+        return self.table.lu_factor != NULL
+
+    @model_lu.setter
+    def model_lu(self, bint on):
+        self.table.lu_factor = self.source.lu_factor if on else NULL
+
+    def lu_order(self):
+        """The pivot order the module's LU is written for (a list of N = n + m indices of K,
+        rows as columns), or None (no written-out LU, or model_lu switched off)."""
+        if self.table.lu_factor == NULL:
+            return None
+        return [self.table.lu_order[k] for k in range(self.n + self.m)]
+
+    def newton_lu(self, double t, const double[::1] q, const double[::1] v,
+                  const double[::1] a, const double[::1] lam, const double[::1] p,
+                  const double[::1] u, const double[::1] kw, double[::1] b, double[::1] bt,
+                  order=None):
+        """The Newton matrix at one state (weights kw = (c_m, c_q, c_v)), prepared and
+        factorised as a forward sweep's first step does (``order``: 2 N row and column
+        indices, as a derivative sweep is given them), and b <- K^{-1} b, bt <- K^{-T} bt
+        with that factorisation. Returns (K, B, piv, orders, status, model code used): for
+        checking the written-out LU against the core's loops (model_lu). Arrays of the
+        model's sizes, at least one element each (the caller checks)."""
+        cdef int N = self.n + self.m, status
+        cdef Arena arena
+        cdef SparseLU lu
+        cdef Scheme c
+        cdef symdae_args x
+        K = np.zeros((N, N))
+        B = np.zeros((N, N))
+        piv = np.zeros(N + 1, dtype=np.intc)
+        tau = np.zeros(self.n_tau + 1)
+        cdef bint given = order is not None
+        orders = np.array(order, dtype=np.intc) if given else np.zeros(2 * N, dtype=np.intc)
+        if orders.shape != (2 * N,):
+            raise ValueError(f"order: {2 * N} indices expected, got shape {orders.shape}")
+        cdef double[:, ::1] Kv = K, Bv = B
+        cdef int[::1] pv = piv, ov = orders
+        cdef double[::1] tv = tau
+        memset(&arena, 0, sizeof(Arena))
+        carve_sparse(&arena, &lu, N)
+        mem = arena_allocate(&arena)
+        carve_sparse(&arena, &lu, N)
+        arena_check(&arena, mem)
+        c.kw[0], c.kw[1], c.kw[2] = kw[0], kw[1], kw[2]
+        x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
+        with nogil:
+            time_terms(self.km, &x, &tv[0], False)
+            status = prepare_lu(self.km, &x, &c, &lu, &Kv[0, 0], &Bv[0, 0], &ov[0], given)
+            if status == 0:
+                status = factor_into(self.km, &x, c.kw, &lu, &Kv[0, 0], &Bv[0, 0], &pv[0])
+            if status == 0:
+                apply(&lu, &Bv[0, 0], &pv[0], &b[0])
+                apply_t(&lu, &Bv[0, 0], &pv[0], &bt[0])
+        memcpy(&ov[0], lu.pr, N * sizeof(int))
+        memcpy(&ov[N], lu.pc, N * sizeof(int))
+        return K, B, piv, orders, status, lu.mfactor != NULL
 
     def tau_reads(self, int k):
         """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""

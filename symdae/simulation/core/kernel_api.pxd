@@ -48,8 +48,18 @@ cdef extern from "symdae_kernels.h":
         int accumulate
         int tau             # the time terms it reads: 1 forward, 2 sensitivity (bits)
 
+    enum: SYMDAE_LU_UNSTABLE
+    ctypedef int (*symdae_lu_factor)(const double* K, double* B, double tol) noexcept nogil
+    ctypedef void (*symdae_lu_solve)(const double* B, double* b) noexcept nogil
+
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
         int jumps           # the residual has terms that jump (newton.pxd, switch_search)
         symdae_kernel_entry kernel[SYMDAE_N_KERNELS]
+        const int* lu_order     # the written-out LU (symdae_kernels.h), or lu_factor NULL
+        const int* lu_kpos
+        int lu_nk
+        symdae_lu_factor lu_factor
+        symdae_lu_solve lu_solve
+        symdae_lu_solve lu_solve_t

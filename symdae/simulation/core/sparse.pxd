@@ -18,17 +18,24 @@
 # B, the factors, is stored densely (n+m)^2 (unit lower L below the diagonal, U on and above),
 # so a stored factorisation is one matrix per step as before; piv has n+m+1 entries, the last
 # one saying which kind it is.
+#
+# A kernel module may carry refactor, solve and solve_t written out for one pair of orders
+# (symdae/model/lu_plan.py: the same operations with constant indices). Where a run's orders
+# are those (factors.pxd proposes them at the first factorisation), the SparseLU holds that
+# code (mfactor, msolve, msolve_t) and factorize/apply call it instead of the loops below.
 cimport cython
 from libc.math cimport fabs
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.dense cimport lu_factor, lu_solve, lu_solve_t, DBL_EPSILON, DBL_MAX
+from symdae.simulation.core.kernel_api cimport (SYMDAE_LU_UNSTABLE, symdae_lu_factor,
+                                                symdae_lu_solve)
 from symdae.simulation.core.scheme cimport Arena, take, take_int
 
 cdef enum:
     SPARSE = 0
     DENSE = 1
-    UNSTABLE = -2
+    UNSTABLE = SYMDAE_LU_UNSTABLE
 
 
 cdef inline double pivot_tolerance() noexcept nogil:
@@ -62,6 +69,9 @@ cdef struct SparseLU:
     int* S           # N x N scratch
     int* deg         # N scratch
     double* x        # N scratch for the solves
+    symdae_lu_factor mfactor    # the kernel module's code for these orders, or NULL
+    symdae_lu_solve msolve
+    symdae_lu_solve msolve_t
 
 
 cdef inline void carve_sparse(Arena* ar, SparseLU* a, int N) noexcept nogil:
@@ -83,6 +93,9 @@ cdef inline void carve_sparse(Arena* ar, SparseLU* a, int N) noexcept nogil:
     a.S = take_int(ar, N * N)
     a.deg = take_int(ar, N)
     a.x = take(ar, N)
+    a.mfactor = NULL
+    a.msolve = NULL
+    a.msolve_t = NULL
 
 
 cdef inline void structure_of(SparseLU* a, double* K, int n_dyn) noexcept nogil:
@@ -332,7 +345,7 @@ cdef inline int factorize(const SparseLU* a, const double* K, double* B,
                           int* piv) noexcept nogil:
     """Factorise K into (B, piv): sparse, or dense where the sparse pivots are not stable.
     Returns 0, -1 (not finite) or k + 1 (pivot k vanished)."""
-    cdef int r = refactor(a, K, B)
+    cdef int r = a.mfactor(K, B, pivot_tolerance()) if a.mfactor != NULL else refactor(a, K, B)
     if r != UNSTABLE:
         piv[a.N] = SPARSE
         return r
@@ -345,7 +358,10 @@ cdef inline void apply(const SparseLU* a, const double* B, const int* piv,
                        double* b) noexcept nogil:
     """b <- K^{-1} b."""
     if piv[a.N] == SPARSE:
-        solve(a, B, b)
+        if a.msolve != NULL:
+            a.msolve(B, b)
+        else:
+            solve(a, B, b)
     else:
         lu_solve(B, piv, b, a.N)
 
@@ -354,7 +370,10 @@ cdef inline void apply_t(const SparseLU* a, const double* B, const int* piv,
                          double* b) noexcept nogil:
     """b <- K^{-T} b."""
     if piv[a.N] == SPARSE:
-        solve_t(a, B, b)
+        if a.msolve_t != NULL:
+            a.msolve_t(B, b)
+        else:
+            solve_t(a, B, b)
     else:
         lu_solve_t(B, piv, b, a.N)
 

@@ -15,7 +15,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 9
+#define SYMDAE_ABI_VERSION 10
 
 typedef struct {
     double t;
@@ -59,11 +59,30 @@ typedef struct {
                          sensitivity ones (SYMDAE_TIME_TERMS_SENSITIVITY), 3 both, 0 none */
 } symdae_kernel_entry;
 
+/* The Newton matrix's LU written out for one pivot order (symdae/model/lu_plan.py): the
+ * core's sparse refactor, solve and solve_t (sparse.pxd) for that order, operation for
+ * operation on the same storage of the factors B (N x N, N = n + m). lu_factor(K, B, tol)
+ * returns 0, -1 (an entry of K is not finite), SYMDAE_LU_UNSTABLE (a pivot below tol times
+ * the largest entry of its column) or k + 1 (pivot k is zero, and so is its column). */
+#define SYMDAE_LU_UNSTABLE (-2)
+typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
+typedef void (*symdae_lu_solve)(const double *B, double *b);
+
 typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
     int jumps;        /* 1: the residual has terms that jump (sign, Heaviside, Piecewise) */
     symdae_kernel_entry kernel[SYMDAE_N_KERNELS];
+    /* the written-out LU, or lu_factor NULL (a model too large for it): the order it is
+     * written for (lu_order: N row then N column indices, the core's order array), and the
+     * structural nonzeros of K it reads (lu_kpos: lu_nk flat indices of K, in the row-major
+     * order of the permuted matrix) */
+    const int *lu_order;
+    const int *lu_kpos;
+    int lu_nk;
+    symdae_lu_factor lu_factor;
+    symdae_lu_solve lu_solve;
+    symdae_lu_solve lu_solve_t;
 } symdae_model;
 
 #endif

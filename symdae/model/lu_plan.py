@@ -1,0 +1,171 @@
+"""The Newton matrix's LU written out for one model: a pivot order chosen from K's structure
+when the kernels are generated, and straight-line factorisation and solves for it.
+
+The compiled core factorises K of eq. (16) with a sparse LU whose orders it fixes per run
+(symdae/simulation/core/sparse.pxd): generic loops over index lists, which for the small
+systems of most mechanisms cost more than the arithmetic. A kernel module can carry its own
+code for one pair of orders; the core uses it whenever a run's orders are those (it proposes
+them at a run's first factorisation and keeps them where that factorisation passes its
+pivot check), and falls back to its own analysis otherwise. The code performs the core's
+``refactor``, ``solve`` and ``solve_t`` operation for operation on the same storage (B: the
+factors of K permuted, L unit lower below the diagonal, U on and above), so a factorisation
+is the same numbers whichever code made it, and the two codes can be mixed in one run.
+
+The order: symmetric (rows as columns), by minimum degree on the structure of K + K^T, among
+the columns whose diagonal entry is structurally nonzero at that point of the elimination. A
+multiplier's column has a zero diagonal until a coordinate it constrains has been eliminated
+(which fills it with the Schur complement's entry), so it waits for one. The dynamic block is
+dominated by c_m M for small h, where diagonal pivots are the stable choice; the core's pivot
+check (KLU's: each pivot at least 1e-3 of its column) rejects the order where they are not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LUPlan", "plan_lu", "lu_lines", "MAX_UPDATES"]
+
+# the straight-line code grows with the elimination's updates; above this many the module
+# keeps to the core's loops (a large model's build would pay more than its steps gain)
+MAX_UPDATES = 6000
+
+
+@dataclass(frozen=True)
+class LUPlan:
+    """One pivot order of an N x N matrix with structure ``nonzeros`` (flat row-major indices)
+    and the structure of its factors in that order (positions in the permuted matrix)."""
+
+    N: int
+    order: tuple          # row and column k of the permuted matrix: row/column order[k] of K
+    nonzeros: tuple       # K's structural nonzeros, flat, in the permuted row-major order
+    lower: tuple          # per k: the rows i > k with L[i, k] structurally nonzero
+    upper: tuple          # per k: the columns j > k with U[k, j] structurally nonzero
+
+    @property
+    def updates(self) -> int:
+        """Multiply-subtract updates of one factorisation."""
+        return sum(len(lo) * len(up) for lo, up in zip(self.lower, self.upper))
+
+    def factor_positions(self) -> list:
+        """Every position of B the factors use (the core's zpos), row-major."""
+        N = self.N
+        pos = set(k * N + k for k in range(N))
+        for k in range(N):
+            pos.update(i * N + k for i in self.lower[k])
+            pos.update(k * N + j for j in self.upper[k])
+        return sorted(pos)
+
+
+def plan_lu(nonzeros, N: int) -> LUPlan | None:
+    """The order for K's structure (flat indices of its structural nonzeros, see the module's
+    docstring), or None where no column has a structurally nonzero diagonal left (the core
+    then analyses the values)."""
+    S = [[False] * N for _ in range(N)]
+    for f in nonzeros:
+        S[f // N][f % N] = True
+    remaining = list(range(N))
+    order = []
+    for _ in range(N):
+        best, best_deg = -1, -1
+        for j in remaining:
+            if not S[j][j]:
+                continue
+            deg = sum(1 for i in remaining if i != j and (S[i][j] or S[j][i]))
+            if best < 0 or deg < best_deg:
+                best, best_deg = j, deg
+        if best < 0:
+            return None
+        order.append(best)
+        remaining.remove(best)
+        rows = [i for i in remaining if S[i][best]]
+        cols = [j for j in remaining if S[best][j]]
+        for i in rows:
+            for j in cols:
+                S[i][j] = True
+    return _symbolic(nonzeros, N, tuple(order))
+
+
+def _symbolic(nonzeros, N: int, order: tuple) -> LUPlan:
+    """The factors' structure under ``order`` (as the core's sparse.pxd symbolic computes it)."""
+    inv = {r: k for k, r in enumerate(order)}
+    P = [[False] * N for _ in range(N)]
+    for f in nonzeros:
+        P[inv[f // N]][inv[f % N]] = True
+    permuted = tuple(i * N + j for i in range(N) for j in range(N) if P[i][j])
+    for k in range(N):
+        P[k][k] = True
+        cols = [j for j in range(k + 1, N) if P[k][j]]
+        for i in range(k + 1, N):
+            if P[i][k]:
+                for j in cols:
+                    P[i][j] = True
+    lower = tuple(tuple(i for i in range(k + 1, N) if P[i][k]) for k in range(N))
+    upper = tuple(tuple(j for j in range(k + 1, N) if P[k][j]) for k in range(N))
+    return LUPlan(N, order, permuted, lower, upper)
+
+
+def lu_lines(plan: LUPlan) -> list:
+    """Cython lines of the module's ``_lu_factor``, ``_lu_solve`` and ``_lu_solve_t``
+    (symdae_kernels.h states their contract): the core's refactor, solve and solve_t for
+    ``plan``'s order, with every index a constant."""
+    N, order = plan.N, plan.order
+
+    def b(i, j):
+        return f"B[{i * N + j}]"
+
+    k_of = {i * N + j: order[i] * N + order[j] for i in range(N) for j in range(N)}
+    inK = set(plan.nonzeros)
+    out = ["# the Newton matrix's LU for the pivot order "
+           f"{list(order)} ({plan.updates} updates; lu_plan.py)",
+           "cdef int _lu_factor(const double* K, double* B, double tol) noexcept nogil:",
+           "    cdef double piv, cmax, l, inv, fin = 0.0"]
+    out += [f"    B[{p}] = 0.0" for p in plan.factor_positions() if p not in inK]
+    for p in plan.nonzeros:
+        out += [f"    B[{p}] = K[{k_of[p]}]", f"    fin += 0.0 * B[{p}]"]
+    # 0 x (an infinity or a NaN) is a NaN: one test for every entry
+    out += ["    if fin != fin:", "        return -1"]
+    for k in range(N):
+        lower, upper = plan.lower[k], plan.upper[k]
+        out += [f"    # pivot {k}"]
+        if not lower:
+            # nothing below it: the check's column maximum is 0
+            out += [f"    if {b(k, k)} == 0.0:", f"        return {k + 1}"]
+            continue
+        out += [f"    piv = {b(k, k)}", "    cmax = 0.0"]
+        out += [f"    cmax = max(cmax, fabs({b(i, k)}))" for i in lower]
+        out += ["    if piv == 0.0:", f"        return SYMDAE_LU_UNSTABLE if cmax > 0.0 else {k + 1}",
+                "    if fabs(piv) < tol * cmax:", "        return SYMDAE_LU_UNSTABLE"]
+        out += ["    inv = 1.0 / piv"]
+        for i in lower:
+            out += [f"    l = {b(i, k)} * inv", f"    {b(i, k)} = l"]
+            if upper:
+                out += ["    if l != 0.0:"]
+                out += [f"        {b(i, j)} -= l * {b(k, j)}" for j in upper]
+    out += ["    return 0", ""]
+    xs = ", ".join(f"x{k}" for k in range(N))
+    out += ["cdef void _lu_solve(const double* B, double* b) noexcept nogil:",
+            f"    cdef double s, {xs}"]
+    out += [f"    x{k} = b[{order[k]}]" for k in range(N)]
+    for k in range(N):
+        if plan.lower[k]:
+            out += [f"    s = x{k}", "    if s != 0.0:"]
+            out += [f"        x{i} -= {b(i, k)} * s" for i in plan.lower[k]]
+    for k in range(N - 1, -1, -1):
+        out += [f"    s = x{k}"]
+        out += [f"    s -= {b(k, j)} * x{j}" for j in plan.upper[k]]
+        out += [f"    x{k} = s / {b(k, k)}"]
+    out += [f"    b[{order[k]}] = x{k}" for k in range(N)]
+    out += ["", "cdef void _lu_solve_t(const double* B, double* b) noexcept nogil:",
+            f"    cdef double s, {xs}"]
+    out += [f"    x{k} = b[{order[k]}]" for k in range(N)]
+    for k in range(N):
+        out += [f"    s = x{k} / {b(k, k)}", f"    x{k} = s"]
+        if plan.upper[k]:
+            out += ["    if s != 0.0:"]
+            out += [f"        x{j} -= {b(k, j)} * s" for j in plan.upper[k]]
+    for k in range(N - 1, -1, -1):
+        if plan.lower[k]:
+            out += [f"    s = x{k}"]
+            out += [f"    s -= {b(i, k)} * x{i}" for i in plan.lower[k]]
+            out += [f"    x{k} = s"]
+    out += [f"    b[{order[k]}] = x{k}" for k in range(N)]
+    return out
