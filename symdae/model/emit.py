@@ -636,8 +636,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 f"{entry}.tau = {reads}"]
     if plan is not None:
         out += ["_model.lu_order = _lu_order", "_model.lu_kpos = _lu_kpos",
-                f"_model.lu_nk = {len(plan.nonzeros)}", "_model.lu_factor = _lu_factor",
-                "_model.lu_solve = _lu_solve", "_model.lu_solve_t = _lu_solve_t"]
+                f"_model.lu_nk = {len(plan.nonzeros)}", "_model.lu_factor = written_lu_factor",
+                "_model.lu_solve = written_lu_solve", "_model.lu_solve_t = written_lu_solve_t"]
     else:
         out += ["_model.lu_order = NULL", "_model.lu_kpos = NULL", "_model.lu_nk = 0",
                 "_model.lu_factor = NULL", "_model.lu_solve = NULL", "_model.lu_solve_t = NULL"]

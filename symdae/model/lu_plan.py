@@ -25,8 +25,9 @@ from dataclasses import dataclass
 __all__ = ["LUPlan", "plan_lu", "lu_lines", "MAX_UPDATES"]
 
 # the straight-line code grows with the elimination's updates; above this many the module
-# keeps to the core's loops (a large model's build would pay more than its steps gain)
-MAX_UPDATES = 6000
+# keeps to the core's loops: the 20-link pendulum on a cart (a dense 21 x 21 matrix, 2870
+# updates) compiled 8 s longer (63 s) for a step 2 % faster, where the kernels dominate
+MAX_UPDATES = 1000
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,11 @@ def _symbolic(nonzeros, N: int, order: tuple) -> LUPlan:
 
 
 def lu_lines(plan: LUPlan) -> list:
-    """Cython lines of the module's ``_lu_factor``, ``_lu_solve`` and ``_lu_solve_t``
-    (symdae_kernels.h states their contract): the core's refactor, solve and solve_t for
-    ``plan``'s order, with every index a constant."""
+    """Cython lines declaring the module's ``written_lu_factor``, ``written_lu_solve`` and
+    ``written_lu_solve_t`` (symdae_kernels.h states their contract), written in C inside the
+    declaration (Cython's statement-by-statement C for this straight-line code is 20 times
+    as long and doubles what the C compiler spends on it): the core's refactor, solve and
+    solve_t for ``plan``'s order, with every index a constant."""
     N, order = plan.N, plan.order
 
     def b(i, j):
@@ -114,58 +117,65 @@ def lu_lines(plan: LUPlan) -> list:
 
     k_of = {i * N + j: order[i] * N + order[j] for i in range(N) for j in range(N)}
     inK = set(plan.nonzeros)
-    out = ["# the Newton matrix's LU for the pivot order "
-           f"{list(order)} ({plan.updates} updates; lu_plan.py)",
-           "cdef int _lu_factor(const double* K, double* B, double tol) noexcept nogil:",
-           "    cdef double piv, cmax, l, inv, fin = 0.0"]
-    out += [f"    B[{p}] = 0.0" for p in plan.factor_positions() if p not in inK]
+    c = [f"/* the Newton matrix's LU for the pivot order {list(order)} ({plan.updates} "
+         "updates; symdae/model/lu_plan.py) */",
+         "static int written_lu_factor(const double *K, double *B, double tol) {",
+         "    double piv, cmax, l, inv, fin = 0.0;"]
+    c += [f"    B[{p}] = 0.0;" for p in plan.factor_positions() if p not in inK]
     for p in plan.nonzeros:
-        out += [f"    B[{p}] = K[{k_of[p]}]", f"    fin += 0.0 * B[{p}]"]
+        c += [f"    B[{p}] = K[{k_of[p]}]; fin += 0.0 * B[{p}];"]
     # 0 x (an infinity or a NaN) is a NaN: one test for every entry
-    out += ["    if fin != fin:", "        return -1"]
+    c += ["    if (fin != fin) return -1;"]
     for k in range(N):
         lower, upper = plan.lower[k], plan.upper[k]
-        out += [f"    # pivot {k}"]
         if not lower:
             # nothing below it: the check's column maximum is 0
-            out += [f"    if {b(k, k)} == 0.0:", f"        return {k + 1}"]
+            c += [f"    if ({b(k, k)} == 0.0) return {k + 1};"]
             continue
-        out += [f"    piv = {b(k, k)}", "    cmax = 0.0"]
-        out += [f"    cmax = max(cmax, fabs({b(i, k)}))" for i in lower]
-        out += ["    if piv == 0.0:", f"        return SYMDAE_LU_UNSTABLE if cmax > 0.0 else {k + 1}",
-                "    if fabs(piv) < tol * cmax:", "        return SYMDAE_LU_UNSTABLE"]
-        out += ["    inv = 1.0 / piv"]
+        c += [f"    piv = {b(k, k)}; cmax = 0.0;"]
+        # Cython's max(cmax, x) in the core's loop: x where x > cmax
+        c += [f"    if (fabs({b(i, k)}) > cmax) cmax = fabs({b(i, k)});" for i in lower]
+        c += [f"    if (piv == 0.0) return cmax > 0.0 ? SYMDAE_LU_UNSTABLE : {k + 1};",
+              "    if (fabs(piv) < tol * cmax) return SYMDAE_LU_UNSTABLE;",
+              "    inv = 1.0 / piv;"]
         for i in lower:
-            out += [f"    l = {b(i, k)} * inv", f"    {b(i, k)} = l"]
+            c += [f"    l = {b(i, k)} * inv; {b(i, k)} = l;"]
             if upper:
-                out += ["    if l != 0.0:"]
-                out += [f"        {b(i, j)} -= l * {b(k, j)}" for j in upper]
-    out += ["    return 0", ""]
+                c += ["    if (l != 0.0) {"]
+                c += [f"        {b(i, j)} -= l * {b(k, j)};" for j in upper]
+                c += ["    }"]
+    c += ["    return 0;", "}", ""]
     xs = ", ".join(f"x{k}" for k in range(N))
-    out += ["cdef void _lu_solve(const double* B, double* b) noexcept nogil:",
-            f"    cdef double s, {xs}"]
-    out += [f"    x{k} = b[{order[k]}]" for k in range(N)]
+    c += ["static void written_lu_solve(const double *B, double *b) {", f"    double s, {xs};"]
+    c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
     for k in range(N):
         if plan.lower[k]:
-            out += [f"    s = x{k}", "    if s != 0.0:"]
-            out += [f"        x{i} -= {b(i, k)} * s" for i in plan.lower[k]]
+            c += [f"    s = x{k};", "    if (s != 0.0) {"]
+            c += [f"        x{i} -= {b(i, k)} * s;" for i in plan.lower[k]]
+            c += ["    }"]
     for k in range(N - 1, -1, -1):
-        out += [f"    s = x{k}"]
-        out += [f"    s -= {b(k, j)} * x{j}" for j in plan.upper[k]]
-        out += [f"    x{k} = s / {b(k, k)}"]
-    out += [f"    b[{order[k]}] = x{k}" for k in range(N)]
-    out += ["", "cdef void _lu_solve_t(const double* B, double* b) noexcept nogil:",
-            f"    cdef double s, {xs}"]
-    out += [f"    x{k} = b[{order[k]}]" for k in range(N)]
+        c += [f"    s = x{k};"]
+        c += [f"    s -= {b(k, j)} * x{j};" for j in plan.upper[k]]
+        c += [f"    x{k} = s / {b(k, k)};"]
+    c += [f"    b[{order[k]}] = x{k};" for k in range(N)]
+    c += ["}", "", "static void written_lu_solve_t(const double *B, double *b) {",
+          f"    double s, {xs};"]
+    c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
     for k in range(N):
-        out += [f"    s = x{k} / {b(k, k)}", f"    x{k} = s"]
+        c += [f"    s = x{k} / {b(k, k)}; x{k} = s;"]
         if plan.upper[k]:
-            out += ["    if s != 0.0:"]
-            out += [f"        x{j} -= {b(k, j)} * s" for j in plan.upper[k]]
+            c += ["    if (s != 0.0) {"]
+            c += [f"        x{j} -= {b(k, j)} * s;" for j in plan.upper[k]]
+            c += ["    }"]
     for k in range(N - 1, -1, -1):
         if plan.lower[k]:
-            out += [f"    s = x{k}"]
-            out += [f"    s -= {b(i, k)} * x{i}" for i in plan.lower[k]]
-            out += [f"    x{k} = s"]
-    out += [f"    b[{order[k]}] = x{k}" for k in range(N)]
-    return out
+            c += [f"    s = x{k};"]
+            c += [f"    s -= {b(i, k)} * x{i};" for i in plan.lower[k]]
+            c += [f"    x{k} = s;"]
+    c += [f"    b[{order[k]}] = x{k};" for k in range(N)]
+    c += ["}"]
+    return (["cdef extern from *:", '    """'] + ["    " + ln if ln else "" for ln in c]
+            + ['    """',
+               "    int written_lu_factor(const double* K, double* B, double tol) noexcept nogil",
+               "    void written_lu_solve(const double* B, double* b) noexcept nogil",
+               "    void written_lu_solve_t(const double* B, double* b) noexcept nogil"])

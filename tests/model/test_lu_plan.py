@@ -91,26 +91,28 @@ def test_the_written_code_names_every_factor_entry_and_solves_in_order():
     nz, N = structure(KKT)
     plan = plan_lu(nz, N)
     text = "\n".join(lu_lines(plan))
-    for fn in ("_lu_factor", "_lu_solve", "_lu_solve_t"):
-        assert f"cdef {'int' if fn == '_lu_factor' else 'void'} {fn}(" in text
+    for fn in ("written_lu_factor", "written_lu_solve", "written_lu_solve_t"):
+        kind = "int" if fn == "written_lu_factor" else "void"
+        assert f"static {kind} {fn}(" in text          # the C definition
+        assert f"    {kind} {fn}(" in text             # its Cython declaration
     # every update of the elimination is one line
     updates = [ln for ln in text.splitlines() if " -= l * B[" in ln]
     assert len(updates) == plan.updates
     # the solves read b in the order and write it back there
     for k, c in enumerate(plan.order):
-        assert f"    x{k} = b[{c}]" in text and f"    b[{c}] = x{k}" in text
+        assert f"x{k} = b[{c}];" in text and f"b[{c}] = x{k};" in text
 
 
 def test_the_emitter_writes_the_lu_into_the_table_or_leaves_it_out(monkeypatch):
     model, _ = symdae.load_model("engine_mount")
     ds = symdae.derive(model)
     source = symdae.emit_cython(ds)
-    assert "_model.lu_factor = _lu_factor" in source
-    assert "cdef int _lu_factor(" in source
+    assert "_model.lu_factor = written_lu_factor" in source
+    assert "static int written_lu_factor(" in source
     monkeypatch.setattr(emit, "MAX_UPDATES", -1)
     source = symdae.emit_cython(ds)
     assert "_model.lu_factor = NULL" in source
-    assert "_lu_factor(" not in source
+    assert "written_lu_factor" not in source
 
 
 @pytest.mark.parametrize("graph", [False, True])
