@@ -19,9 +19,11 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
 2. Interleaved timing, every contender once per round in a shuffled order, medians over the
    rounds: symdae J (simulate + cost) and J + gradient (simulate storing the factorisations +
    cost + adjoint_gradient, refactorising in the adjoint as Experiment.evaluate does; and with
-   stored factorisations); the bare compiled sweeps (the core's forward on preallocated and on
-   fresh arrays, its adjoint) as the compiled backend calls them; the Python pieces
-   (initial_state, cost.evaluate, init_adjoint);
+   stored factorisations); both again with the Newton matrix's LU in the core's sparse loops
+   instead of the kernel module's written-out code (Kernels.model_lu = False); the bare
+   compiled sweeps (the core's forward on preallocated and on fresh arrays, its adjoint) as
+   the compiled backend calls them; the Python pieces (initial_state, cost.evaluate,
+   init_adjoint);
    the reference J (storing the trajectory, and cost only), J + gradient.
 3. Ratios against the issue's goals: symdae J / ref J <= 0.9, symdae (J + grad) / ref (J +
    grad) <= 1.0, symdae (J + grad) / J <= 1.3, and where symdae's time goes.
@@ -186,10 +188,30 @@ def internal_contenders(su: Setup) -> dict:
     def forward_fresh(store):
         backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol, sc.max_iter, store)
 
+    def core_loops(fn):
+        """fn with the Newton matrix's LU in the core's sparse loops instead of the kernel
+        module's written-out code (Kernels.model_lu)."""
+        def run():
+            k.model_lu = False
+            try:
+                return fn()
+            finally:
+                k.model_lu = True
+        return run
+
+    def sym_J():
+        return cost.evaluate(system, system.simulate(sc, params=su.start))[0]
+
+    def sym_JG():
+        t = system.simulate(sc, params=su.start)
+        return adjoint_gradient(system, t, cost.evaluate(system, t)[1])
+
     forward(False)
     if not np.array_equal(Q, tr.q):
         raise RuntimeError("the bare forward sweep does not reproduce System.simulate")
     return {
+        "symdae J, core LU loops": core_loops(sym_J),
+        "symdae J+grad, core LU loops": core_loops(sym_JG),
         "bare forward": lambda: forward(False),
         "bare forward, storing LU": lambda: forward(True),
         "bare forward, fresh arrays": lambda: forward_fresh(False),
@@ -261,6 +283,12 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
     for lab in ("-O2", "-O3"):
         r = ratio(t, f"ref{lab} J+grad", f"ref{lab} J")
         print(f"  ref{lab} (J+grad) / J                 {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]")
+    if "symdae J, core LU loops" in t:
+        for a, b in (("symdae J", "symdae J, core LU loops"),
+                     ("symdae J+grad", "symdae J+grad, core LU loops")):
+            r = ratio(t, a, b)
+            print(f"  {a} with the written-out LU / core loops  {r[0]:6.2f}  "
+                  f"[{r[1]:.2f}, {r[2]:.2f}]")
     if "bare forward" in t:
         print()
         breakdown(t, N)

@@ -273,10 +273,9 @@ cdef inline int refactor(const SparseLU* a, const double* K, double* B) noexcept
             row = L[i] * N
             l = B[row + k] * inv
             B[row + k] = l
-            if l != 0.0:
-                for e in range(nu):
-                    col = U[e]
-                    B[row + col] -= l * B[k * N + col]
+            for e in range(nu):     # a zero l leaves the row as it is (finite entries)
+                col = U[e]
+                B[row + col] -= l * B[k * N + col]
     return 0
 
 
