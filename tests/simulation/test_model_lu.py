@@ -132,3 +132,17 @@ def test_an_order_that_fails_the_pivot_check_falls_back_to_the_core_analysis():
     # exact motion: x = 0.1 cos(w t), w^2 = k / m
     w = np.sqrt(1e-3 / 1e-6)
     assert np.abs(a.q[:, 0] - 0.1 * np.cos(w * a.t)).max() < 2e-3 * 0.1
+
+
+def test_newton_lu_names_an_array_of_the_wrong_size_and_a_bad_order():
+    model, ns = symdae.load_model("engine_mount")
+    k = symdae.compile_model(model).backend.kernels
+    N = k.n + k.m
+    st = list(states(symdae.compile_model(model), short(ns, 10), 1)[0])
+    kw = hht_weights(-0.1, 1e-4)
+    bad = list(st)
+    bad[1] = np.zeros(k.n + 1)
+    with pytest.raises(ValueError, match="q has 5 entries, the model 4"):
+        k.newton_lu(*bad, kw, np.ones(N), np.ones(N))
+    with pytest.raises(ValueError, match="order must be two permutations"):
+        k.newton_lu(*st, kw, np.ones(N), np.ones(N), order=[0, 0, 1, 2, 3] * 2)

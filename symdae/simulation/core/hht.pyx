@@ -96,8 +96,14 @@ cdef class Kernels:
         indices, as a derivative sweep is given them), and b <- K^{-1} b, bt <- K^{-T} bt
         with that factorisation. Returns (K, B, piv, orders, status, model code used): for
         checking the written-out LU against the core's loops (model_lu). Arrays of the
-        model's sizes, at least one element each (the caller checks)."""
+        model's sizes (a zero-size one as one element)."""
         cdef int N = self.n + self.m, status
+        for name, arr, size in (("q", q, self.n), ("v", v, self.n), ("a", a, self.n),
+                                ("lam", lam, self.m), ("p", p, self.n_p), ("u", u, self.n_u),
+                                ("kw", kw, 3), ("b", b, N), ("bt", bt, N)):
+            if arr.shape[0] != max(size, 1):
+                raise ValueError(f"newton_lu: {name} has {arr.shape[0]} entries, the model "
+                                 f"{max(size, 1)}")
         cdef Arena arena
         cdef SparseLU lu
         cdef Scheme c
@@ -108,8 +114,11 @@ cdef class Kernels:
         tau = np.zeros(self.n_tau + 1)
         cdef bint given = order is not None
         orders = np.array(order, dtype=np.intc) if given else np.zeros(2 * N, dtype=np.intc)
-        if orders.shape != (2 * N,):
-            raise ValueError(f"order: {2 * N} indices expected, got shape {orders.shape}")
+        if orders.shape != (2 * N,) or (given and not (
+                np.array_equal(np.sort(orders[:N]), np.arange(N))
+                and np.array_equal(np.sort(orders[N:]), np.arange(N)))):
+            raise ValueError(f"newton_lu: order must be two permutations of 0..{N - 1}, got "
+                             f"{list(orders)}")
         cdef double[:, ::1] Kv = K, Bv = B
         cdef int[::1] pv = piv, ov = orders
         cdef double[::1] tv = tau
