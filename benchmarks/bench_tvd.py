@@ -9,7 +9,8 @@ J + gradient of an order cost against the forward run, and the memory of the gra
 2. Forward sweep per HHT step on a 1 s run-up (3900 -> 4700 rpm, h = 2e-5, 50 000 steps),
    interleaved with the engine-mount reference scenario (10 000 steps, h = 1e-4), as us per
    step and their ratio, with Newton iterations, factorisations and Jacobian refreshes per step
-   (target 20 us per step; the core factorises the dense 42 x 42 Newton matrix with LAPACK).
+   (target 20 us per step), and again with the Newton matrix's LU in the core's sparse loops
+   instead of the kernel module's written-out code (Kernels.model_lu = False).
 3. On the same run: the order cost (eq. 5, orders 4, 6, 8 at 13 speed points, Hann windows of
    two cycles) alone, the forward sweep storing every step's factorisation, the adjoint sweep
    alone on that stored trajectory, J (simulate + cost), J + adjoint gradient by the default
@@ -167,8 +168,21 @@ def main(argv=None) -> int:
         tr = system.simulate(sc, params=params, store_factorizations=True)
         adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
+    def core_loops(fn):
+        """fn with the Newton matrix's LU in the core's sparse loops instead of the kernel
+        module's written-out code (Kernels.model_lu)."""
+        def run():
+            system.backend.kernels.model_lu = False
+            try:
+                fn()
+            finally:
+                system.backend.kernels.model_lu = True
+        return run
+
     dS_stored = cost.evaluate(system, stored)[1]
     t = interleaved({"tvd forward": forward, "engine-mount forward": lambda: em.simulate(em_sc),
+                     "tvd forward, core LU loops": core_loops(forward),
+                     "J + gradient, core LU loops": core_loops(J_grad),
                      "order cost alone": lambda: cost.evaluate(system, stored),
                      "forward, storing": lambda: system.simulate(sc, params=params,
                                                                  store_factorizations=True),
@@ -184,12 +198,18 @@ def main(argv=None) -> int:
           f"engine mount (4 x 4 + 1) {stats(t['engine-mount forward'], 1e6 / N_em)} us per "
           f"step; ratio of medians {np.median(fw) / N / ref:.1f}")
     print("   per step: " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
+    print(f"   with the core's LU loops instead of the module's written-out LU: "
+          f"{stats(t['tvd forward, core LU loops'], 1e6 / N)} us per step; written-out / "
+          f"loops {np.median(fw) / np.median(t['tvd forward, core LU loops']):.2f}")
     print(f"\n3. order cost ({an.n_speeds} speed points x orders {list(an.orders)}), ratios to "
           "the forward sweep (medians):")
     for k in ("order cost alone", "forward, storing", "adjoint alone", "J",
               "J + gradient, storing", "J + gradient"):
         print(f"   {k:18s} {stats(t[k])} s  ratio {np.median(t[k]) / np.median(fw):.2f}"
               + ("  [target <= 1.5]" if k == "J + gradient" else ""))
+    jg, jg_loops = np.median(t["J + gradient"]), np.median(t["J + gradient, core LU loops"])
+    print(f"   J + gradient per step {jg / N * 1e6:.2f} us; with the core's LU loops "
+          f"{jg_loops / N * 1e6:.2f} us (written-out / loops {jg / jg_loops:.2f})")
 
     if args.memory != "none":
         print(f"\n4. memory ({args.memory} run-up), child processes (peak resident set):")
