@@ -609,8 +609,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     plan = plan_lu(newton_structure(table, sizes, deps if graph else None), sizes.nm)
     if plan is not None and plan.updates <= MAX_UPDATES:
         out += lu_lines(plan) + [""]
-        kpos = [plan.order[f // plan.N] * plan.N + plan.order[f % plan.N]
-                for f in plan.nonzeros]
+        kpos = plan.k_positions()
         out += [f"cdef int _lu_order[{2 * plan.N}]", f"cdef int _lu_kpos[{max(len(kpos), 1)}]",
                 f"_lu_order[:] = {list(plan.order) * 2}"]
         out += [f"_lu_kpos[:] = {kpos}"] if kpos else []

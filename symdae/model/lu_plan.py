@@ -47,6 +47,12 @@ class LUPlan:
         """Multiply-subtract updates of one factorisation."""
         return sum(len(lo) * len(up) for lo, up in zip(self.lower, self.upper))
 
+    def k_positions(self) -> list:
+        """Where each of ``nonzeros`` (positions in the permuted matrix) lies in K, flat: what
+        the code reads, and the structure the core compares with its own (lu_kpos)."""
+        N, order = self.N, self.order
+        return [order[f // N] * N + order[f % N] for f in self.nonzeros]
+
     def factor_positions(self) -> list:
         """Every position of B the factors use (the core's zpos), row-major."""
         N = self.N
@@ -116,15 +122,14 @@ def lu_lines(plan: LUPlan) -> list:
     def b(i, j):
         return f"B[{i * N + j}]"
 
-    k_of = {i * N + j: order[i] * N + order[j] for i in range(N) for j in range(N)}
     inK = set(plan.nonzeros)
     c = [f"/* the Newton matrix's LU for the pivot order {list(order)} ({plan.updates} "
          "updates; symdae/model/lu_plan.py) */",
          "static int written_lu_factor(const double *K, double *B, double tol) {",
          "    double piv, cmax, l, inv, fin = 0.0;"]
     c += [f"    B[{p}] = 0.0;" for p in plan.factor_positions() if p not in inK]
-    for p in plan.nonzeros:
-        c += [f"    B[{p}] = K[{k_of[p]}]; fin += 0.0 * B[{p}];"]
+    for p, k in zip(plan.nonzeros, plan.k_positions()):
+        c += [f"    B[{p}] = K[{k}]; fin += 0.0 * B[{p}];"]
     # 0 x (an infinity or a NaN) is a NaN: one test for every entry
     c += ["    if (fin != fin) return -1;"]
     for k in range(N):

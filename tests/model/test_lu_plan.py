@@ -66,6 +66,7 @@ def test_the_factor_structure_is_the_dense_elimination_s():
         assert plan.factor_positions() == [int(f) for f in np.flatnonzero(P)]
         inv = np.argsort(plan.order)
         assert sorted(plan.nonzeros) == sorted(int(inv[f // N] * N + inv[f % N]) for f in nz)
+        assert sorted(plan.k_positions()) == sorted(nz)
         assert plan.updates == sum(len(lo) * len(up) for lo, up in zip(plan.lower, plan.upper))
 
 
