@@ -78,3 +78,15 @@ def timing_parser(description: str, quick: int, full: int, clock: str) -> argpar
                     help="wall time, or this thread's CPU time, which does not count the time "
                          f"the process waits for a core on a loaded machine (default {clock})")
     return ap
+
+
+def with_core_lu(kernels, fn):
+    """fn run with the Newton matrix's LU in the core's sparse loops instead of the kernel
+    module's written-out code (``Kernels.model_lu``), for interleaved comparisons."""
+    def run():
+        kernels.model_lu = False
+        try:
+            return fn()
+        finally:
+            kernels.model_lu = True
+    return run

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from _common import CLOCKS, machine_line, timing_parser  # benchmarks/ is on sys.path
+from _common import CLOCKS, machine_line, timing_parser, with_core_lu  # benchmarks/ is on sys.path
 from _common import shuffled_times as interleaved
 from reference.engine_mount import (
     FD_STEPS,
@@ -188,17 +188,6 @@ def internal_contenders(su: Setup) -> dict:
     def forward_fresh(store):
         backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol, sc.max_iter, store)
 
-    def core_loops(fn):
-        """fn with the Newton matrix's LU in the core's sparse loops instead of the kernel
-        module's written-out code (Kernels.model_lu)."""
-        def run():
-            k.model_lu = False
-            try:
-                return fn()
-            finally:
-                k.model_lu = True
-        return run
-
     def sym_J():
         return cost.evaluate(system, system.simulate(sc, params=su.start))[0]
 
@@ -210,8 +199,8 @@ def internal_contenders(su: Setup) -> dict:
     if not np.array_equal(Q, tr.q):
         raise RuntimeError("the bare forward sweep does not reproduce System.simulate")
     return {
-        "symdae J, core LU loops": core_loops(sym_J),
-        "symdae J+grad, core LU loops": core_loops(sym_JG),
+        "symdae J, core LU loops": with_core_lu(k, sym_J),
+        "symdae J+grad, core LU loops": with_core_lu(k, sym_JG),
         "bare forward": lambda: forward(False),
         "bare forward, storing LU": lambda: forward(True),
         "bare forward, fresh arrays": lambda: forward_fresh(False),

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 import numpy as np
-from _common import interleaved_times as interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
+from _common import interleaved_times as interleaved, machine_line, with_core_lu  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
 from symdae import Measurement, adjoint_gradient
@@ -168,21 +168,11 @@ def main(argv=None) -> int:
         tr = system.simulate(sc, params=params, store_factorizations=True)
         adjoint_gradient(system, tr, cost.evaluate(system, tr)[1])
 
-    def core_loops(fn):
-        """fn with the Newton matrix's LU in the core's sparse loops instead of the kernel
-        module's written-out code (Kernels.model_lu)."""
-        def run():
-            system.backend.kernels.model_lu = False
-            try:
-                fn()
-            finally:
-                system.backend.kernels.model_lu = True
-        return run
-
     dS_stored = cost.evaluate(system, stored)[1]
     t = interleaved({"tvd forward": forward, "engine-mount forward": lambda: em.simulate(em_sc),
-                     "tvd forward, core LU loops": core_loops(forward),
-                     "J + gradient, core LU loops": core_loops(J_grad),
+                     "tvd forward, core LU loops": with_core_lu(system.backend.kernels,
+                                                                forward),
+                     "J + gradient, core LU loops": with_core_lu(system.backend.kernels, J_grad),
                      "order cost alone": lambda: cost.evaluate(system, stored),
                      "forward, storing": lambda: system.simulate(sc, params=params,
                                                                  store_factorizations=True),

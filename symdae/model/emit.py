@@ -606,16 +606,15 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
             out += _kernel_lines(spec.name, exprs, accumulate, gprinter if graph else printer,
                                  ds, arrays, blocks, chunk_ops, graph)
         out.append("")
-    plan = plan_lu(newton_structure(table, sizes, deps if graph else None), sizes.nm)
-    if plan is not None and plan.updates <= MAX_UPDATES:
+    plan = plan_lu(newton_structure(table, sizes, deps if graph else None), sizes.nm,
+                   MAX_UPDATES)
+    if plan is not None:
         out += lu_lines(plan) + [""]
         kpos = plan.k_positions()
         out += [f"cdef int _lu_order[{2 * plan.N}]", f"cdef int _lu_kpos[{max(len(kpos), 1)}]",
                 f"_lu_order[:] = {list(plan.order) * 2}"]
         out += [f"_lu_kpos[:] = {kpos}"] if kpos else []
         out += [""]
-    else:
-        plan = None
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
     out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")

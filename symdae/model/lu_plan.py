@@ -63,15 +63,17 @@ class LUPlan:
         return sorted(pos)
 
 
-def plan_lu(nonzeros, N: int) -> LUPlan | None:
+def plan_lu(nonzeros, N: int, max_updates: int | None = None) -> LUPlan | None:
     """The order for K's structure (flat indices of its structural nonzeros, see the module's
     docstring), or None where no column has a structurally nonzero diagonal left (the core
-    then analyses the values)."""
+    then analyses the values) or the elimination needs more than ``max_updates`` updates
+    (found as it goes: a large dense K would otherwise cost its full elimination here)."""
     S = [[False] * N for _ in range(N)]
     for f in nonzeros:
         S[f // N][f % N] = True
     remaining = list(range(N))
     order = []
+    updates = 0
     for _ in range(N):
         best, best_deg = -1, -1
         for j in remaining:
@@ -86,6 +88,9 @@ def plan_lu(nonzeros, N: int) -> LUPlan | None:
         remaining.remove(best)
         rows = [i for i in remaining if S[i][best]]
         cols = [j for j in remaining if S[best][j]]
+        updates += len(rows) * len(cols)       # this pivot's: L's column times U's row
+        if max_updates is not None and updates > max_updates:
+            return None
         for i in rows:
             for j in cols:
                 S[i][j] = True

@@ -82,6 +82,14 @@ def test_minimum_degree_keeps_an_arrow_matrix_free_of_fill():
     assert plan.updates == N - 1
 
 
+def test_the_plan_stops_at_its_update_limit():
+    nz, N = structure(["xxxx", "xxxx", "xxxx", "xxxx"])
+    full = plan_lu(nz, N)
+    assert full.updates == 9 + 4 + 1
+    assert plan_lu(nz, N, max_updates=full.updates) == full
+    assert plan_lu(nz, N, max_updates=full.updates - 1) is None
+
+
 def test_no_order_without_a_structurally_nonzero_diagonal():
     # every diagonal zero and none filled by an elimination: the core analyses the values
     assert plan_lu(structure([".x", "x."])[0], 2) is None

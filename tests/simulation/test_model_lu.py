@@ -12,6 +12,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
+from symdae.simulation.backends.numpy import Scheme
 
 # closed loops in joint angles (q-dependent M, nonlinear constraints), redundant coordinates,
 # a saddle point of 5 (the paper's), a dense M in joint angles, the 42 x 42 TVD engine
@@ -21,8 +22,8 @@ EPS = np.finfo(float).eps
 
 
 def hht_weights(alpha: float, h: float) -> np.ndarray:
-    beta, gamma = 0.25 * (1 - alpha) ** 2, 0.5 - alpha
-    return np.array([1 / (1 + alpha), beta * h * h, gamma * h])
+    """(c_m, c_q, c_v) of a step of the paper's scheme."""
+    return Scheme(h, alpha, "hht-paper").kw
 
 
 def run(system, scenario):
@@ -136,9 +137,10 @@ def test_an_order_that_fails_the_pivot_check_falls_back_to_the_core_analysis():
 
 def test_newton_lu_names_an_array_of_the_wrong_size_and_a_bad_order():
     model, ns = symdae.load_model("engine_mount")
-    k = symdae.compile_model(model).backend.kernels
+    system = symdae.compile_model(model)
+    k = system.backend.kernels
     N = k.n + k.m
-    st = list(states(symdae.compile_model(model), short(ns, 10), 1)[0])
+    st = list(states(system, short(ns, 10), 1)[0])
     kw = hht_weights(-0.1, 1e-4)
     bad = list(st)
     bad[1] = np.zeros(k.n + 1)

@@ -5,16 +5,14 @@ from libc.string cimport memcpy
 from symdae.simulation.core.kernel_api cimport symdae_args, symdae_model, SYMDAE_NEWTON
 from symdae.simulation.core.scheme cimport Scheme, call
 from symdae.simulation.core.sparse cimport (SparseLU, analyse, symbolic, structure_of, sentinel,
-                                            pivot_tolerance)
+                                            pivot_tolerance, loops_only)
 
 
 cdef inline bint adopt_model_code(const symdae_model* km, SparseLU* lu) noexcept nogil:
     """Use the kernel module's written-out LU (symdae_kernels.h) where it is written for the
     orders and the structure of K that lu holds (after symbolic); else the core's loops."""
     cdef int k, N = lu.N
-    lu.mfactor = NULL
-    lu.msolve = NULL
-    lu.msolve_t = NULL
+    loops_only(lu)
     if km.lu_factor == NULL or km.lu_nk != lu.nk:
         return False
     for k in range(N):
@@ -53,7 +51,5 @@ cdef inline int prepare_lu(const symdae_model* km, const symdae_args* x, const S
         symbolic(lu)
         if adopt_model_code(km, lu) and lu.mfactor(K, B, pivot_tolerance()) == 0:
             return 0
-        lu.mfactor = NULL       # not stable for this matrix: the core's own orders
-        lu.msolve = NULL
-        lu.msolve_t = NULL
+        loops_only(lu)          # not stable for this matrix: the core's own orders
     return analyse(lu, K, B)

@@ -93,6 +93,11 @@ cdef inline void carve_sparse(Arena* ar, SparseLU* a, int N) noexcept nogil:
     a.S = take_int(ar, N * N)
     a.deg = take_int(ar, N)
     a.x = take(ar, N)
+    loops_only(a)
+
+
+cdef inline void loops_only(SparseLU* a) noexcept nogil:
+    """Factorise and solve with the loops below (no kernel module's code)."""
     a.mfactor = NULL
     a.msolve = NULL
     a.msolve_t = NULL
