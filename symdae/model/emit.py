@@ -40,7 +40,7 @@ from .graph import FreeSymbols, dependence, needed_assignments, split_wide
 from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .lu_plan import MAX_UPDATES, lu_lines, plan_lu
 from .nonsmooth import has_jumps
-from .printer import LIBC_MATH, CythonPrinter
+from .printer import CPrinter, c_block
 
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "GRAPH_MIN_NODES", "GRAPH_MIN_ROW_NODES",
            "hoist_time_terms",
@@ -56,6 +56,9 @@ WIDE_TERMS = 64          # a graph module's sums and products are computed in pa
 _STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
+# every kernel function's C signature (symdae_kernel in symdae_kernels.h)
+_SIGNATURE = "void {name}(const symdae_args* x, const double* w, double* out)"
+_KERNEL_HEAD = "static " + _SIGNATURE + " {{"
 
 
 def _arrays(ds: DerivedSystem, tau: tuple) -> dict:
@@ -194,11 +197,11 @@ def _block_of(blocks: dict, idx: int) -> str:
     for name, (start, stop, shape) in blocks.items():
         if start <= idx < stop:
             dims = " x ".join(str(d) for d in shape) or "scalar"
-            return f"# block {name} ({dims}): out[{start}:{stop}]"
+            return f"// block {name} ({dims}): out[{start}:{stop}]"
     raise AssertionError(f"entry {idx} lies in no block")
 
 
-def _function(fname: str, entries: list, accumulate: bool, printer: CythonPrinter,
+def _function(fname: str, entries: list, accumulate: bool, printer: CPrinter,
               ds: DerivedSystem, arrays: dict, blocks: dict, wide: bool = False) -> list:
     """Lines of one cdef function writing the given entries of ``out`` (CSE'd; ``wide``:
     sums and products split into parts of at most WIDE_TERMS terms)."""
@@ -221,7 +224,7 @@ def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays,
         groups = _chunks(entries, chunk_ops, lambda item: tree_size([item[1]]))
     else:
         groups = _chunks(entries, chunk_ops)
-    out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
+    out = [f"// kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
         return out + _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer,
@@ -229,9 +232,8 @@ def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays,
     for c, grp in enumerate(groups):
         out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide)
         out.append("")
-    out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
-               "noexcept nogil:")
-    return out + [f"    _k_{name}_{c}(x, w, out)" for c in range(len(groups))]
+    return out + [_KERNEL_HEAD.format(name=f"_k_{name}")] + [
+        f"    _k_{name}_{c}(x, w, out);" for c in range(len(groups))] + ["}"]
 
 
 def tree_size(exprs) -> int:
@@ -262,44 +264,42 @@ def use_graph(ds: DerivedSystem) -> bool:
     return size > GRAPH_MIN_NODES and size > GRAPH_MIN_ROW_NODES * len(rows)
 
 
-def _program_function(fname: str, items: list, accumulate: bool, printer: CythonPrinter,
+def _program_function(fname: str, items: list, accumulate: bool, printer: CPrinter,
                       ds: DerivedSystem, arrays: dict, blocks: dict, shared: dict,
                       chunked: bool, free: FreeSymbols) -> list:
-    """Lines of one cdef function evaluating ``items``: ("set", symbol, expression) or
+    """Lines of one C function evaluating ``items``: ("set", symbol, expression) or
     ("out", index, expression), in order. Symbols in ``shared`` live in the kernel's scratch
     array (read by later chunks), the others in local variables."""
-    head = f"cdef void {fname}(const symdae_args* x, const double* w, double* out"
-    lines = [head + (", double* z)" if chunked else ")") + " noexcept nogil:"]
+    head = f"static void {fname}(const symdae_args* x, const double* w, double* out"
+    lines = [head + (", double* z)" if chunked else ")") + " {"]
     used = set()
     for _, _, e in items:
         used |= free(e)
     if ds.symbols.t in used:
-        lines.append("    cdef double t = x.t")
+        lines.append("    const double t = x->t;")
     for arr, syms in arrays.items():
         if used & set(syms):
-            lines.append(f"    cdef const double* {arr} = x.{arr}")
+            lines.append(f"    const double* {arr} = x->{arr};")
     local = {z: f"_t{k}" for k, z in enumerate(z for kind, z, _ in items
                                                 if kind == "set" and z not in shared)}
     names = list(local.values())
     for i in range(0, len(names), 16):
-        lines.append("    cdef double " + ", ".join(names[i:i + 16]))
+        lines.append("    double " + ", ".join(names[i:i + 16]) + ";")
     printer.slots.update(local)
     op = "+=" if accumulate else "="
     comment = None
     for kind, target, e in items:
         if kind == "set":
-            lines.append(f"    {printer.slots[target]} = {printer.doprint(e)}")
+            lines.append(f"    {printer.slots[target]} = {printer.doprint(e)};")
             continue
         c = _block_of(blocks, target)
         if c != comment:
             lines.append("    " + c)
             comment = c
-        lines.append(f"    out[{target}] {op} {printer.doprint(e)}")
+        lines.append(f"    out[{target}] {op} {printer.doprint(e)};")
     for z in local:
         del printer.slots[z]
-    if len(lines) == 1:
-        lines.append("    pass")
-    return lines
+    return lines + ["}"]
 
 
 def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, printer, ds,
@@ -330,7 +330,7 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
             for sym in free(e):
                 if home.get(sym, c) != c and sym not in shared:
                     shared[sym] = f"z[{len(shared)}]"
-    out = [f"# kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
+    out = [f"// kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(items) - len(entries)} shared assignments, {len(groups)} chunk(s)"]
     printer.slots.update(shared)
     try:
@@ -344,20 +344,19 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
     finally:
         for sym in shared:
             del printer.slots[sym]
-    out.append(f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
-               "noexcept nogil:")
-    calls = ["    _k_primal(x, w, z)"] if pre else []
-    calls += [f"    _k_{name}_{c}(x, w, out, z)" for c in range(len(groups))]
+    out.append(_KERNEL_HEAD.format(name=f"_k_{name}"))
+    calls = ["    _k_primal(x, w, z);"] if pre else []
+    calls += [f"    _k_{name}_{c}(x, w, out, z);" for c in range(len(groups))]
     if len(shared) <= _STACK_DOUBLES:
-        return out + [f"    cdef double z[{max(len(shared), 1)}]"] + calls
+        return out + [f"    double z[{max(len(shared), 1)}];"] + calls + ["}"]
     # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
     # the callers report as a non-finite kernel value)
-    return out + [f"    cdef double* z = <double*>malloc({len(shared)} * sizeof(double))",
-                  "    cdef int i",
-                  "    if z == NULL:",
-                  f"        for i in range({len(exprs)}):",
-                  "            out[i] = NAN",
-                  "        return"] + calls + ["    free(z)"]
+    return out + [f"    double* z = (double*)malloc({len(shared)} * sizeof(double));",
+                  "    int i;",
+                  "    if (z == NULL) {",
+                  f"        for (i = 0; i < {len(exprs)}; i++) out[i] = NAN;",
+                  "        return;",
+                  "    }"] + calls + ["    free(z);", "}"]
 
 
 def column_helpers(name: str) -> tuple:
@@ -488,37 +487,35 @@ def _column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int) -> list:
     body = []
     if name == "massless_rows":
         n_dw = n_d
-        body += [f"    for i in range({n}):", "        r[i] = 0.0", "    _k_gdot(x, d, r)",
-                 f"    for i in range({n}):", "        out[i] = r[i]"]
+        body += [f"    for (i = 0; i < {n}; i++) r[i] = 0.0;", "    _k_gdot(x, d, r);",
+                 f"    for (i = 0; i < {n}; i++) out[i] = r[i];"]
     else:
         n_dw = n_d + n_partials
-        body += [f"    _k_residual_partials(x, d, &d[{n_d}])"]
+        body += [f"    _k_residual_partials(x, d, &d[{n_d}]);"]
     calls = 0
     for cp in column_passes(name, sizes):
         for columns, entries in color_columns(cp, deps[cp.helper]):
             calls += 1
             seeds = [sd for j in columns for sd in cp.seeds(j)]
-            body += [f"    # columns {', '.join(map(str, columns))}"]
-            body += [f"    d[{idx}] = {value}" for idx, value in seeds]
-            body += [f"    for i in range({n_r}):", "        r[i] = 0.0",
-                     f"    _k_{cp.helper}(x, d, r)"]
-            body += [f"    out[{o}] = {value}" for j in columns
+            body += [f"    // columns {', '.join(map(str, columns))}"]
+            body += [f"    d[{idx}] = {value};" for idx, value in seeds]
+            body += [f"    for (i = 0; i < {n_r}; i++) r[i] = 0.0;",
+                     f"    _k_{cp.helper}(x, d, r);"]
+            body += [f"    out[{o}] = {value};" for j in columns
                      for outs, value, _ in entries[j] for o in outs]
-            body += [f"    d[{idx}] = 0.0" for idx, _ in seeds]
-    head = [f"# kernel {name}: {calls} call(s) of {helper}, each along the columns "
-            "that share it",
-            f"cdef void _k_{name}(const symdae_args* x, const double* w, double* out) "
-            "noexcept nogil:", f"    cdef double r[{max(n_r, 1)}]", "    cdef int i"]
+            body += [f"    d[{idx}] = 0.0;" for idx, _ in seeds]
+    head = [f"// kernel {name}: {calls} call(s) of {helper}, each along the columns "
+            "that share it", _KERNEL_HEAD.format(name=f"_k_{name}"),
+            f"    double r[{max(n_r, 1)}];", "    int i;"]
+    zero = [f"    for (i = 0; i < {n_d}; i++) d[i] = 0.0;"]
     if n_dw <= _STACK_DOUBLES:
-        return head + [f"    cdef double d[{max(n_dw, 1)}]",
-                       f"    for i in range({n_d}):", "        d[i] = 0.0"] + body
+        return head + [f"    double d[{max(n_dw, 1)}];"] + zero + body + ["}"]
     # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
     # the callers report as a non-finite kernel value)
     size = sum(b.size(sizes) for s in KERNELS if s.name == name for b in s.blocks)
-    return head + [f"    cdef double* d = <double*>malloc({n_dw} * sizeof(double))",
-                   "    if d == NULL:", f"        for i in range({size}):",
-                   "            out[i] = NAN", "        return",
-                   f"    for i in range({n_d}):", "        d[i] = 0.0"] + body + ["    free(d)"]
+    return head + [f"    double* d = (double*)malloc({n_dw} * sizeof(double));",
+                   "    if (d == NULL) {", f"        for (i = 0; i < {size}; i++) out[i] = NAN;",
+                   "        return;", "    }"] + zero + body + ["    free(d);", "}"]
 
 
 def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
@@ -554,18 +551,18 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     n_w = max([weight_size(s.name, sizes) for s in KERNELS]
               + [k for k, _ in helper_sizes(sizes).values()]
               + [helper_sizes(sizes)["dir_residual"][0] + n_partials])
-    printer = CythonPrinter(_slots(ds, arrays, n_w))
+    printer = CPrinter(_slots(ds, arrays, n_w))
     # a graph program's sums print in their stored order (sorting them costs, and the order
     # of a graph's terms is no less deterministic)
-    gprinter = CythonPrinter(_slots(ds, arrays, n_w), {"order": "none"})
+    gprinter = CPrinter(_slots(ds, arrays, n_w), {"order": "none"})
     sz = {**ds.sizes, "n_tau": sizes.n_tau}
     out = [
         "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
         "# cython: initializedcheck=False, nonecheck=False, infer_types=False",
         f"# Kernels generated by symdae (kernel ABI {ABI_VERSION}). Do not edit: regenerate",
-        "# from the model instead. Kernels, weights and blocks: symdae/kernels.py.",
-        "from libc.math cimport " + ", ".join(LIBC_MATH),
-    ] + (["from libc.stdlib cimport malloc, free"] if graph else []) + [
+        "# from the model instead. Kernels, weights and blocks: symdae/model/kernels.py.",
+        "# The kernel functions are C, in the extern block below; this module only fills",
+        "# the kernel table (symdae_kernels.h) with them.",
         "from cpython.pycapsule cimport PyCapsule_New",
         "from symdae.simulation.core.kernel_api cimport *",
         "",
@@ -574,38 +571,41 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
         "",
     ]
+    c = ["#include <math.h>", "#include <stdlib.h>", '#include "symdae_kernels.h"', ""]
     primal = None
     if graph:
         # the residual's program (every program kernel's assignments start with it, the
         # same after hoisting), once: its values go to the first entries of a kernel's scratch
         steps = table["residual"][2]
         primal = {z: (k, f) for k, (z, f) in enumerate(steps)}
-        out += _program_lines("primal", [z for z, _ in steps], False, steps, gprinter, ds,
-                              arrays, {"z": (0, len(steps), (len(steps),))}, chunk_ops, free)
-        out.append("")
+        c += _program_lines("primal", [z for z, _ in steps], False, steps, gprinter, ds,
+                            arrays, {"z": (0, len(steps), (len(steps),))}, chunk_ops, free)
+        c.append("")
     deps = {}
     for name in HELPERS if graph else ():
         exprs, _, assigns = table[name]
         direction = [sp.Symbol(f"w[{i}]", real=True) for i in range(helper_sizes(sizes)[name][0])]
         deps[name] = dependence(assigns, exprs, direction, free)
-        out += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
-                              {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free, primal)
-        out.append("")
+        c += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
+                            {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free, primal)
+        c.append("")
     for spec in KERNELS:
         if graph and spec.name in COLUMN_KERNELS:
-            out += _column_lines(spec.name, sizes, deps, n_partials) + [""]
+            c += _column_lines(spec.name, sizes, deps, n_partials) + [""]
             continue
         exprs, accumulate, assigns = table[spec.name]
         blocks = layout(spec.name, sizes)
         if assigns:
-            out += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
-                                  arrays, blocks, chunk_ops, free, primal)
+            c += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
+                                arrays, blocks, chunk_ops, free, primal)
         else:
             # a graph module's tree kernels print unsorted too: sorting the terms of its
             # large rows costs seconds (and the terms' own order is no less deterministic)
-            out += _kernel_lines(spec.name, exprs, accumulate, gprinter if graph else printer,
-                                 ds, arrays, blocks, chunk_ops, graph)
-        out.append("")
+            c += _kernel_lines(spec.name, exprs, accumulate, gprinter if graph else printer,
+                               ds, arrays, blocks, chunk_ops, graph)
+        c.append("")
+    out += c_block(c, [_SIGNATURE.format(name=f"_k_{s.name}") + " noexcept nogil"
+                       for s in KERNELS]) + [""]
     plan = plan_lu(newton_structure(table, sizes, deps if graph else None), sizes.nm,
                    MAX_UPDATES)
     if plan is not None:

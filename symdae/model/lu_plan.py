@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .printer import c_block
+
 __all__ = ["LUPlan", "plan_lu", "lu_lines", "MAX_UPDATES"]
 
 # the straight-line code grows with the elimination's updates; above this many the module
@@ -182,8 +184,6 @@ def lu_lines(plan: LUPlan) -> list:
             c += [f"    x{k} = s;"]
     c += [f"    b[{order[k]}] = x{k};" for k in range(N)]
     c += ["}"]
-    return (["cdef extern from *:", '    """'] + ["    " + ln if ln else "" for ln in c]
-            + ['    """',
-               "    int written_lu_factor(const double* K, double* B, double tol) noexcept nogil",
-               "    void written_lu_solve(const double* B, double* b) noexcept nogil",
-               "    void written_lu_solve_t(const double* B, double* b) noexcept nogil"])
+    return c_block(c, ["int written_lu_factor(const double* K, double* B, double tol) noexcept nogil",
+                       "void written_lu_solve(const double* B, double* b) noexcept nogil",
+                       "void written_lu_solve_t(const double* B, double* b) noexcept nogil"])

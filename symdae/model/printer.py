@@ -1,4 +1,5 @@
-"""A SymPy code printer whose output is valid Cython (C semantics, Python syntax).
+"""A SymPy code printer whose output is C (the kernel functions are C, compiled inside the
+generated Cython module's verbatim ``cdef extern from *`` block).
 
 Indexing lives here: every symbol must be in the printer's ``slots`` mapping (``q[2]`` ->
 ``"q[2]"``, a CSE temporary -> ``"_t7"``); a symbol outside it is an error, so a symbol's name
@@ -10,31 +11,33 @@ import sympy as sp
 from sympy.printing.c import C99CodePrinter
 from sympy.printing.precedence import precedence
 
-__all__ = ["CythonPrinter", "LIBC_MATH", "UnprintableError", "printable_functions"]
+__all__ = ["CPrinter", "UnprintableError", "c_block", "printable_functions"]
 
-# Everything a printed expression may call; the generated module cimports exactly this list.
-LIBC_MATH = (
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign",
-    "cos", "cosh", "erf", "erfc", "exp", "exp2", "expm1", "fabs", "floor", "fmax", "fmin",
-    "fma", "hypot", "lgamma", "log", "log10", "log1p", "log2", "pow", "sin", "sinh", "sqrt",
-    "tan", "tanh", "tgamma", "NAN",
-)
+
+def c_block(c_lines: list, declarations: list) -> list:
+    """Lines of a Cython ``cdef extern from *`` block holding C code verbatim and declaring
+    the functions the Cython code refers to. Generated kernels are C rather than Cython
+    statements: Cython turns each statement into several lines of C with its source quoted,
+    which made a large model's module ten times the size of its kernels and half its build
+    time."""
+    return (["cdef extern from *:", '    """'] + ["    " + ln if ln else "" for ln in c_lines]
+            + ['    """'] + ["    " + d for d in declarations])
 
 
 def printable_functions() -> set:
     """Names of the SymPy functions a kernel can compute (C99's math functions, plus the
     non-smooth ones printed here: sign, Heaviside and Piecewise as ternaries)."""
-    return set(CythonPrinter({}).known_functions) | {"sign", "Heaviside", "Piecewise", "ITE"}
+    return set(CPrinter({}).known_functions) | {"sign", "Heaviside", "Piecewise", "ITE"}
 
 
 class UnprintableError(ValueError):
     """An expression cannot be turned into kernel code (unknown symbol or function)."""
 
 
-class CythonPrinter(C99CodePrinter):
-    """Prints SymPy expressions as Cython expressions over C doubles."""
+class CPrinter(C99CodePrinter):
+    """Prints SymPy expressions as C expressions over doubles."""
 
-    printmethod = "_symdae_cython"
+    printmethod = "_symdae_c"
 
     def __init__(self, slots: dict, settings: dict | None = None):
         super().__init__(settings or {})
@@ -63,10 +66,10 @@ class CythonPrinter(C99CodePrinter):
         _print_NumberSymbol
 
     def _print_Infinity(self, expr):
-        return "(1.0/0.0)"
+        return "INFINITY"
 
     def _print_NegativeInfinity(self, expr):
-        return "(-1.0/0.0)"
+        return "(-INFINITY)"
 
     def _print_NaN(self, expr):
         return "NAN"
@@ -88,40 +91,41 @@ class CythonPrinter(C99CodePrinter):
             return f"(1.0/sqrt({self._print(base)}))"
         return f"pow({self._print(base)}, {self._print(e)})"
 
-    # -- Python syntax for the non-arithmetic parts
+    # -- conditions as C expressions (ternaries, never statements: every kernel entry is one
+    # expression)
     def _print_Piecewise(self, expr):
         pieces = list(expr.args)
         if pieces[-1].cond != sp.true:
             pieces.append(sp.Tuple(sp.nan, sp.true))  # undefined outside the given conditions
         out = self._print(pieces[-1].expr)
         for e, c in reversed(pieces[:-1]):
-            out = f"({self._print(e)} if {self._print(c)} else {out})"
+            out = f"({self._print(c)} ? {self._print(e)} : {out})"
         return out
 
     def _print_ITE(self, expr):
         c, a, b = expr.args
-        return f"({self._print(a)} if {self._print(c)} else {self._print(b)})"
+        return f"({self._print(c)} ? {self._print(a)} : {self._print(b)})"
 
     def _print_And(self, expr):
-        return "(" + " and ".join(self._print(a) for a in expr.args) + ")"
+        return "(" + " && ".join(self._print(a) for a in expr.args) + ")"
 
     def _print_Or(self, expr):
-        return "(" + " or ".join(self._print(a) for a in expr.args) + ")"
+        return "(" + " || ".join(self._print(a) for a in expr.args) + ")"
 
     def _print_Not(self, expr):
-        return f"(not {self._print(expr.args[0])})"
+        return f"(!{self._print(expr.args[0])})"
 
     def _print_BooleanTrue(self, expr):
-        return "True"
+        return "1"
 
     def _print_BooleanFalse(self, expr):
-        return "False"
+        return "0"
 
     def _print_sign(self, expr):
         x = self._print(expr.args[0])
-        return f"(<double>(({x} > 0) - ({x} < 0)))"
+        return f"((double)(({x} > 0) - ({x} < 0)))"
 
     def _print_Heaviside(self, expr):
         x = self._print(expr.args[0])
         h0 = self._print(expr.args[1]) if len(expr.args) > 1 else "0.5"
-        return f"(0.0 if {x} < 0 else ({h0} if {x} == 0 else 1.0))"
+        return f"({x} < 0 ? 0.0 : ({x} == 0 ? {h0} : 1.0))"

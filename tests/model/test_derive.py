@@ -135,7 +135,7 @@ def test_emitted_source_does_not_depend_on_hash_seed():
         out[key] = stdout
     for name in models:
         a, b = (out[name, s] for s in seeds)
-        assert len(a) > 1000 and "cdef void _k_newton" in a
+        assert len(a) > 1000 and "static void _k_newton(" in a
         if a != b:
             diff = next(i for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines()))
                         if x != y)
@@ -150,12 +150,12 @@ def written_entries(source: str) -> dict:
     """kernel name -> list of (index, operator, right-hand side) of every ``out[i] op ...``."""
     written, kernel = {}, None
     for line in source.splitlines():
-        mk = re.match(r"# kernel (\w+):", line)
+        mk = re.match(r"\s*// kernel (\w+):", line)
         if mk:
             kernel = mk.group(1)
             written[kernel] = []
             continue
-        mo = re.match(r"\s+out\[(\d+)\] (\+?=) (.*)$", line)
+        mo = re.match(r"\s+out\[(\d+)\] (\+?=) (.*);$", line)
         if mo:
             assert kernel is not None, f"assignment outside a kernel: {line!r}"
             written[kernel].append((int(mo.group(1)), mo.group(2), mo.group(3)))
@@ -175,7 +175,7 @@ def test_structural_zeros_are_not_written(name, chunk_ops):
     table = kernel_expressions(ds)
     assert list(written) == list(KERNEL_NAMES)
     if chunk_ops is not None:
-        assert re.search(r"cdef void _k_\w+_1\(", source), "small chunk_ops split no kernel"
+        assert re.search(r"static void _k_\w+_1\(", source), "small chunk_ops split no kernel"
     for kernel, (exprs, accumulate) in table.items():
         idx = [i for i, _, _ in written[kernel]]
         nonzero = [i for i, e in enumerate(exprs) if e != 0]
@@ -231,12 +231,12 @@ def test_every_output_range_is_labelled_with_its_block(name):
     source = symdae.emit_cython(ds)
     kernel, block, seen = None, None, []
     for line in source.splitlines():
-        mk = re.match(r"# kernel (\w+):", line)
+        mk = re.match(r"\s*// kernel (\w+):", line)
         if mk:
             kernel, block = mk.group(1), None
             lay = layout(kernel, Sizes.of({**ds.sizes, "n_tau": 10**6}))
             continue
-        mb = re.match(r"\s+# block (\w+) \(([^)]*)\): out\[(\d+):(\d+)\]$", line)
+        mb = re.match(r"\s+// block (\w+) \(([^)]*)\): out\[(\d+):(\d+)\]$", line)
         if mb:
             block = mb.group(1)
             start, stop = int(mb.group(3)), int(mb.group(4))
@@ -257,6 +257,6 @@ def test_every_output_range_is_labelled_with_its_block(name):
 def test_no_bare_negation_temporaries(name):
     model, _ = symdae.load_model(name)
     source = symdae.emit_cython(symdae.derive(model))
-    bare = re.findall(r"^\s+(_t\d+) = -(\w+(\[\d+\])?)$", source, flags=re.M)
+    bare = re.findall(r"^\s+(_t\d+) = -(\w+(\[\d+\])?);$", source, flags=re.M)
     assert not bare, f"{name}: temporaries that only negate: {bare[:5]}"
     assert re.search(r"^\s+_t\d+ = ", source, flags=re.M), "no temporaries at all: CSE off?"

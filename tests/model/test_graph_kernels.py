@@ -157,10 +157,10 @@ def test_wide_sums_and_products_are_computed_in_parts():
 def written_entries(source: str, name: str) -> set:
     """The output entries kernel ``name`` assigns in an emitted module (its function and its
     chunk functions ``_k_<name>_<k>``): the indices of every ``out[<int>] =`` line."""
-    head = re.compile(rf"cdef void _k_{name}(_\d+)?\(")
+    head = re.compile(rf"\s*static void _k_{name}(_\d+)?\(")
     entries, inside = set(), False
     for line in source.splitlines():
-        if line.startswith("cdef ") or line.startswith("# kernel"):
+        if line.strip().startswith(("static ", "// kernel")):
             inside = bool(head.match(line))
         elif inside:
             hit = re.match(r"\s+out\[(\d+)\] = ", line)
@@ -229,7 +229,7 @@ def test_a_banded_newton_matrix_takes_the_same_calls_at_any_size():
     calls = []
     for N in (10, 20):
         source = emit_cython(symdae.derive(chain(N)), graph=True)
-        head = next(l for l in source.splitlines() if l.startswith("# kernel newton:"))
+        head = next(l for l in source.splitlines() if l.strip().startswith("// kernel newton:"))
         calls.append(int(re.search(r"(\d+) call", head).group(1)))
     assert calls[0] == calls[1] <= 10, calls
 
@@ -283,7 +283,7 @@ def test_column_kernels_take_their_partials_from_the_heap_when_large(monkeypatch
     model = c.model
     source = emit.emit_cython(symdae.derive(model), definition_hash=model.definition_hash(),
                               graph=True)
-    newton = source[source.index("cdef void _k_newton"):]
+    newton = source[source.index("static void _k_newton"):]
     newton = newton[:newton.index("\n\n")]
     assert "malloc(" in newton and "free(d)" in newton
 
@@ -300,9 +300,9 @@ def test_program_kernels_share_the_residual_program():
     kernel), one that needs little keeps its own few assignments; the values are checked in
     test_graph_kernels_equal_tree_kernels and against finite differences above."""
     source = emit_cython(symdae.derive(cart_pendulum(5)), graph=True)
-    assert source.count("cdef void _k_primal(") == 1
+    assert source.count("static void _k_primal(") == 1
     for k in ("residual", "state_jvp", "param_jvp", "state_vjp", "param_vjp", "state_hvp",
               "residual_partials"):
-        wrapper = source[source.index(f"cdef void _k_{k}(const symdae_args* x, const double* "
-                                      "w, double* out) noexcept nogil:"):].split("\n\n")[0]
-        assert "    _k_primal(x, w, z)" in wrapper, k
+        wrapper = source[source.index(f"static void _k_{k}(const symdae_args* x, const double* "
+                                      "w, double* out) {"):].split("\n\n")[0]
+        assert "    _k_primal(x, w, z);" in wrapper, k

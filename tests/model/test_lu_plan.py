@@ -130,7 +130,7 @@ def test_the_planned_structure_is_what_the_newton_kernel_writes(graph):
     model, _ = symdae.load_model("slider_crank")
     ds = symdae.derive(model)
     source = symdae.emit_cython(ds, graph=graph)
-    kernel = source.split("cdef void _k_newton(")[1].split("\ncdef ")[0]
+    kernel = source.split("static void _k_newton(")[1].split("\n    }\n")[0]
     written = sorted({int(m) for m in re.findall(r"^\s+out\[(\d+)\] [+-]?= ", kernel, re.M)})
     nm = ds.n + ds.m
     plan_line = next(ln for ln in source.splitlines() if ln.startswith("_lu_kpos[:] = "))

@@ -80,7 +80,7 @@ def test_printer_emits_the_c_functions():
     text = emit_cython(derive(one_mass("ns_print", -k * sp.Max(0, x, x - mu) * sp.Abs(XD)
                                        - sp.Min(k, mu) * sp.sign(XD) - mu * sp.Heaviside(x)
                                        - sp.Piecewise((k * x, x > 1), (mu, x < -1), (0, True)))))
-    for f in ("fmax(", "fabs(", "fmin(", " if ", " else "):
+    for f in ("fmax(", "fabs(", "fmin(", " ? ", " : "):
         assert f in text, f
 
 
