@@ -380,6 +380,35 @@ def _point_positions(O: Point, R: dict) -> dict:
     return pos
 
 
+class _Jacobians:
+    """dx/dq and dx/dq' of expressions in q(t), q'(t) and other functions of t, taken on plain
+    symbols for q and q': SymPy differentiates by a function of t or by a Derivative through
+    substitutions, which took most of a 20-link chain's conversion. An expression holding a
+    higher derivative of q goes to SymPy's jacobian."""
+
+    def __init__(self, q: tuple):
+        t = dynamicsymbols._t
+        self.q = list(q)
+        self.qd = [x.diff(t) for x in q]
+        self.qs = [sp.Dummy(f"q{i}", real=True) for i in range(len(q))]
+        self.qds = [sp.Dummy(f"qd{i}", real=True) for i in range(len(q))]
+        self.to_sym = {**dict(zip(self.qd, self.qds)), **dict(zip(q, self.qs))}
+        self.to_fun = {**dict(zip(self.qds, self.qd)), **dict(zip(self.qs, q))}
+
+    def _jacobian(self, x: sp.Matrix, symbols: list, functions: list) -> sp.Matrix:
+        if any(d not in self.to_sym and d.expr.has(*self.q) for d in x.atoms(sp.Derivative)):
+            return x.jacobian(functions)       # q'' or a derivative of an expression in q
+        return x.xreplace(self.to_sym).jacobian(symbols).xreplace(self.to_fun)
+
+    def of_position(self, r: sp.Matrix) -> sp.Matrix:
+        """dr/dq (= dr'/dq')."""
+        return self._jacobian(r, self.qs, self.q)
+
+    def of_rate(self, w: sp.Matrix) -> sp.Matrix:
+        """dw/dq'."""
+        return self._jacobian(w, self.qds, self.qd)
+
+
 def _inertial_equations(mech: Mechanics, smap: SpeedMap, O: Point):
     """M and Q (q, q'; u = q' assumed by the caller) from positions, angular velocities and
     inertias in inertial components:
@@ -393,10 +422,10 @@ def _inertial_equations(mech: Mechanics, smap: SpeedMap, O: Point):
     from sympy.physics.mechanics import Particle
 
     t = dynamicsymbols._t
-    qd = sp.Matrix([q.diff(t) for q in mech.q])
     no_qdd = {q.diff(t, 2): 0 for q in mech.q}
     R = _frame_rotations(mech.frame)
     pos = _point_positions(O, R)
+    jac = _Jacobians(tuple(mech.q))
     n = len(mech.q)
     M, Q = sp.zeros(n, n), sp.zeros(n, 1)
 
@@ -409,26 +438,26 @@ def _inertial_equations(mech: Mechanics, smap: SpeedMap, O: Point):
         return _components(F.ang_vel_in(mech.frame), R).applyfunc(smap.to_qdot)
 
     for body in mech.bodies:
-        v = place(body.masscenter).diff(t)
-        J = v.jacobian(qd)
+        r = place(body.masscenter)
+        J = jac.of_position(r)
         M += body.mass * J.T * J
-        Q -= body.mass * J.T * v.diff(t).xreplace(no_qdd)
+        Q -= body.mass * J.T * r.diff(t, 2).xreplace(no_qdd)
         if isinstance(body, Particle):
             continue
         F = body.frame
         if F not in R:
             raise _NoPath(F)
         w = omega(F)
-        Jw = w.jacobian(qd)
+        Jw = jac.of_rate(w)
         I_N = (R[F] * body.central_inertia.to_matrix(F) * R[F].T).applyfunc(simplify_trig)
         M += Jw.T * I_N * Jw
         Q -= Jw.T * (I_N * w).diff(t).xreplace(no_qdd)
     for where, vec in ((load[0], load[1]) for load in mech.loads):
         force = _components(vec, R).applyfunc(smap.to_qdot)
         if isinstance(where, Point):
-            Q += place(where).diff(t).jacobian(qd).T * force
+            Q += jac.of_position(place(where)).T * force
         elif isinstance(where, ReferenceFrame):
-            Q += omega(where).jacobian(qd).T * force
+            Q += jac.of_rate(omega(where)).T * force
         else:
             raise MechanicsError(f"a load acts on {where!r}, neither a Point nor a "
                                  "ReferenceFrame")

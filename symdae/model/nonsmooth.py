@@ -112,10 +112,11 @@ def has_jumps(exprs: Iterable[sp.Expr]) -> bool:
     switch, and the Newton iteration search for the switching point (newton.pxd,
     switch_search); Abs, Max, Min and a ramp Piecewise((0, x < 0), (x**2, True)) are
     continuous."""
-    for e in map(sp.sympify, exprs):
-        if e.has(*_JUMPS) or not all(_continuous(pw) for pw in e.atoms(sp.Piecewise)):
-            return True
-    return False
+    # one walk over the distinct subexpressions of all rows (has() and atoms() walk each row
+    # as a tree: seconds on a large model's rows, which share most of their subtrees)
+    nodes = distinct_nodes(sp.Tuple(*map(sp.sympify, exprs)))
+    return any(isinstance(e, _JUMPS) for e in nodes) or not all(
+        _continuous(pw) for pw in nodes if isinstance(pw, sp.Piecewise))
 
 
 def switching_functions(exprs: Iterable[sp.Expr]) -> list[sp.Expr]:

@@ -464,3 +464,24 @@ def test_speeds_in_another_order_than_the_coordinates():
     model = from_mechanics(kane, parameters=PEND)
     assert sp.simplify(model.mass_matrix - sp.diag(m1, m1)) == sp.zeros(2, 2)
     assert sp.simplify(model.forces - sp.Matrix([0, -m1 * g])) == sp.zeros(2, 1)
+
+
+def test_coordinate_jacobians_equal_sympys():
+    """The conversion's dr/dq and dw/dq' (taken on plain symbols for q and q') equal SymPy's
+    jacobians by q(t) and q'(t), also with other functions of t (constants to them) and, by
+    SymPy's own jacobian, with q'' or the derivative of an expression in q."""
+    from symdae.model.mechanics import _Jacobians
+
+    t = dynamicsymbols._t
+    q1, q2, f = dynamicsymbols("q1 q2 f")
+    jac = _Jacobians((q1, q2))
+    qd = [q1.diff(t), q2.diff(t)]
+    r = sp.Matrix([sp.cos(q1 + q2) * f + t * q2**2, sp.sin(q1) * f.diff(t) + sp.exp(q2)])
+    w = sp.Matrix([qd[0] * sp.cos(q2) + qd[1] * f, qd[1] ** 2 * q1 + f.diff(t) * qd[0]])
+    for mine, want in ((jac.of_position(r), r.jacobian([q1, q2])),
+                       (jac.of_rate(w), w.jacobian(qd)),
+                       (jac.of_rate(w + sp.Matrix([q1.diff(t, 2) * qd[1], 0])),
+                        (w + sp.Matrix([q1.diff(t, 2) * qd[1], 0])).jacobian(qd)),
+                       (jac.of_rate(sp.Matrix([(q1 * q2).diff(t, evaluate=False) * qd[0]])),
+                        sp.Matrix([(q1 * q2).diff(t, evaluate=False) * qd[0]]).jacobian(qd))):
+        assert (mine - want).applyfunc(sp.simplify) == sp.zeros(*want.shape), (mine, want)
