@@ -273,9 +273,11 @@ def test_linearize_splits_the_tangent_into_partials_and_their_combination():
 
 
 def test_column_kernels_take_their_partials_from_the_heap_when_large(monkeypatch):
-    """A column kernel whose direction and partials exceed the stack budget allocates them
-    (freed on return): compiled that way, the slider-crank's column kernels equal the
-    reference as in test_graph_kernels_equal_tree_kernels."""
+    """The vector-mode column kernels (newton, jacobians, param_jacobians) keep directions,
+    partials, outputs and scratch on the heap (freed on return); massless_rows does when
+    its direction and partials exceed the stack budget. Compiled that way, the
+    slider-crank's column kernels equal the reference as in
+    test_graph_kernels_equal_tree_kernels."""
     import symdae.model.emit as emit
 
     monkeypatch.setattr(emit, "_STACK_DOUBLES", 8)
@@ -283,9 +285,13 @@ def test_column_kernels_take_their_partials_from_the_heap_when_large(monkeypatch
     model = c.model
     source = emit.emit_cython(symdae.derive(model), definition_hash=model.definition_hash(),
                               graph=True)
-    newton = source[source.index("static void _k_newton"):]
-    newton = newton[:newton.index("\n\n")]
-    assert "malloc(" in newton and "free(d)" in newton
+
+    def kernel(name):
+        text = source[source.index(f"static void _k_{name}("):]
+        return text[:text.index("\n\n")]
+
+    for name, array in (("newton", "D"), ("jacobians", "D"), ("massless_rows", "d")):
+        assert "malloc(" in kernel(name) and f"free({array})" in kernel(name), name
 
     key = cache_key("graph kernels, heap\0" + model.definition())
     module, _ = build_cached(model.name + "_graph_heap", key, lambda: (source, {}))
@@ -306,3 +312,21 @@ def test_program_kernels_share_the_residual_program():
         wrapper = source[source.index(f"static void _k_{k}(const symdae_args* x, const double* "
                                       "w, double* out) {"):].split("\n\n")[0]
         assert "    _k_primal(x, w, z);" in wrapper, k
+
+
+def test_the_newton_matrix_takes_one_vector_call():
+    """The Newton matrix's column groups fill the lanes of one call of the vector
+    dir_residual (a dense K: a lane per column, made even); the Jacobians of the derivative
+    sweeps take as many calls as their groups need; the values are checked against the tree
+    kernels in test_graph_kernels_equal_tree_kernels."""
+    from symdae.model.emit import MAX_LANES
+
+    source = emit_cython(symdae.derive(cart_pendulum(5)), graph=True)
+    heads = {m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4))) for m in re.finditer(
+        r"// kernel (\w+): (\d+) call\(s\) of dir_residual, (\d+) column group\(s\) in (\d+) "
+        r"lanes", source)}
+    n = 6                                    # the cart and five links: K is dense
+    assert heads["newton"] == (1, n, n + n % 2)
+    calls, groups, lanes = heads["jacobians"]
+    assert n < groups <= 2 * n and calls == -(-groups // lanes) == 2   # q dense, v fewer
+    assert f"{n + n % 2} lanes" in source and n + n % 2 <= MAX_LANES
