@@ -523,8 +523,8 @@ def _column_lines(name: str, sizes: Sizes, deps: dict) -> list:
 def lane_count(sizes: Sizes, deps: dict) -> int:
     """Lanes of the vector dir_residual (its directions per call): the Newton matrix's column
     groups (the kernel of every Newton refresh takes one call), made even (SSE2 takes two
-    doubles), at most MAX_LANES. The Jacobians of the derivative sweeps take two or three
-    calls."""
+    doubles), at most MAX_LANES. The Jacobians of the derivative sweeps take as many calls as
+    their column groups fill."""
     groups = sum(len(color_columns(cp, deps["dir_residual"]))
                  for cp in column_passes("newton", sizes))
     return max(2, min(MAX_LANES, groups + groups % 2))
@@ -583,11 +583,11 @@ def _lane_column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int, lan
     allocation leaves NaN outputs, which the callers report as a non-finite kernel value)."""
     n_d, n_r = helper_sizes(sizes)["dir_residual"]
     n_p = n_partials
-    slots = []           # (pass index, columns) in lane order
+    groups = []          # (pass index, columns), one lane each, in lane order
     passes = column_passes(name, sizes)
     for k, cp in enumerate(passes):
-        slots += [(k, columns) for columns, _ in color_columns(cp, deps["dir_residual"])]
-    batches = [slots[i:i + lanes] for i in range(0, len(slots), lanes)]
+        groups += [(k, columns) for columns, _ in color_columns(cp, deps["dir_residual"])]
+    batches = [groups[i:i + lanes] for i in range(0, len(groups), lanes)]
     size = sum(b.size(sizes) for s in KERNELS if s.name == name for b in s.blocks)
     body = []
     for batch in batches:
@@ -605,7 +605,7 @@ def _lane_column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int, lan
                          for o in outs]
         body += [f"    {target} = 0.0;" for target, _ in seeds]
     total = n_d * lanes + n_p + n_r * lanes + n_t * lanes
-    return [f"// kernel {name}: {len(batches)} call(s) of dir_residual, {len(slots)} column "
+    return [f"// kernel {name}: {len(batches)} call(s) of dir_residual, {len(groups)} column "
             f"group(s) in {lanes} lanes",
             _KERNEL_HEAD.format(name=f"_k_{name}"),
             "    int i;",
