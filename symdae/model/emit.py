@@ -46,8 +46,8 @@ from .lu_plan import MAX_UPDATES, lu_lines, plan_lu
 from .nonsmooth import has_jumps
 from .printer import CPrinter, c_block
 
-__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH_MIN_NODES", "GRAPH_MIN_ROW_NODES",
-           "hoist_time_terms",
+__all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH_MIN_NODES",
+           "GRAPH_MIN_ROW_NODES", "hoist_time_terms",
            "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
            "tree_size", "use_graph"]
 
@@ -64,6 +64,23 @@ _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 # every kernel function's C signature (symdae_kernel in symdae_kernels.h)
 _SIGNATURE = "void {name}(const symdae_args* x, const double* w, double* out)"
 _KERNEL_HEAD = "static " + _SIGNATURE + " {{"
+
+
+def _out_size(name: str, sizes: Sizes) -> int:
+    """Entries of kernel ``name``'s output (its spec's blocks)."""
+    return sum(b.size(sizes) for s in KERNELS if s.name == name for b in s.blocks)
+
+
+def _heap_lines(array: str, doubles: int, n_out: int) -> list:
+    """C lines allocating a kernel's scratch ``array`` of ``doubles`` on the heap (too large
+    for a thread's stack); a failed allocation leaves NaN in the kernel's ``n_out`` outputs,
+    which the callers report as a non-finite kernel value. The kernel frees it on return."""
+    return [f"    double* {array} = (double*)malloc({max(doubles, 1)} * sizeof(double));",
+            "    int i;",
+            f"    if ({array} == NULL) {{",
+            f"        for (i = 0; i < {n_out}; i++) out[i] = NAN;",
+            "        return;",
+            "    }"]
 
 
 def _arrays(ds: DerivedSystem, tau: tuple) -> dict:
@@ -208,7 +225,7 @@ def _block_of(blocks: dict, idx: int) -> str:
 
 def _function(fname: str, entries: list, accumulate: bool, printer: CPrinter,
               ds: DerivedSystem, arrays: dict, blocks: dict, wide: bool = False) -> list:
-    """Lines of one cdef function writing the given entries of ``out`` (CSE'd; ``wide``:
+    """Lines of one C function writing the given entries of ``out`` (CSE'd; ``wide``:
     sums and products split into parts of at most WIDE_TERMS terms)."""
     repl, reduced = _cse([e for _, e in entries])
     if wide:
@@ -354,14 +371,7 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
     calls += [f"    _k_{name}_{c}(x, w, out, z);" for c in range(len(groups))]
     if len(shared) <= _STACK_DOUBLES:
         return out + [f"    double z[{max(len(shared), 1)}];"] + calls + ["}"]
-    # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
-    # the callers report as a non-finite kernel value)
-    return out + [f"    double* z = (double*)malloc({len(shared)} * sizeof(double));",
-                  "    int i;",
-                  "    if (z == NULL) {",
-                  f"        for (i = 0; i < {len(exprs)}; i++) out[i] = NAN;",
-                  "        return;",
-                  "    }"] + calls + ["    free(z);", "}"]
+    return out + _heap_lines("z", len(shared), len(exprs)) + calls + ["    free(z);", "}"]
 
 
 def column_helpers(name: str) -> tuple:
@@ -508,16 +518,12 @@ def _column_lines(name: str, sizes: Sizes, deps: dict) -> list:
             body += [f"    d[{idx}] = 0.0;" for idx, _ in seeds]
     head = [f"// kernel {name}: {calls} call(s) of {helper}, each along the columns "
             "that share it", _KERNEL_HEAD.format(name=f"_k_{name}"),
-            f"    double r[{max(n_r, 1)}];", "    int i;"]
+            f"    double r[{max(n_r, 1)}];"]
     zero = [f"    for (i = 0; i < {n_d}; i++) d[i] = 0.0;"]
     if n_d <= _STACK_DOUBLES:
-        return head + [f"    double d[{max(n_d, 1)}];"] + zero + body + ["}"]
-    # too large for a thread's stack: the heap (a failed allocation leaves NaN outputs, which
-    # the callers report as a non-finite kernel value)
-    size = sum(b.size(sizes) for s in KERNELS if s.name == name for b in s.blocks)
-    return head + [f"    double* d = (double*)malloc({n_d} * sizeof(double));",
-                   "    if (d == NULL) {", f"        for (i = 0; i < {size}; i++) out[i] = NAN;",
-                   "        return;", "    }"] + zero + body + ["    free(d);", "}"]
+        return head + ["    int i;", f"    double d[{max(n_d, 1)}];"] + zero + body + ["}"]
+    return (head + _heap_lines("d", n_d, _out_size(name, sizes)) + zero + body
+            + ["    free(d);", "}"])
 
 
 def lane_count(sizes: Sizes, deps: dict) -> int:
@@ -588,7 +594,6 @@ def _lane_column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int, lan
     for k, cp in enumerate(passes):
         groups += [(k, columns) for columns, _ in color_columns(cp, deps["dir_residual"])]
     batches = [groups[i:i + lanes] for i in range(0, len(groups), lanes)]
-    size = sum(b.size(sizes) for s in KERNELS if s.name == name for b in s.blocks)
     body = []
     for batch in batches:
         seeds = [(f"D[{idx * lanes + c}]", value) for c, (k, columns) in enumerate(batch)
@@ -605,20 +610,14 @@ def _lane_column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int, lan
                          for o in outs]
         body += [f"    {target} = 0.0;" for target, _ in seeds]
     total = n_d * lanes + n_p + n_r * lanes + n_t * lanes
-    return [f"// kernel {name}: {len(batches)} call(s) of dir_residual, {len(groups)} column "
-            f"group(s) in {lanes} lanes",
-            _KERNEL_HEAD.format(name=f"_k_{name}"),
-            "    int i;",
-            f"    double* D = (double*)malloc({max(total, 1)} * sizeof(double));",
-            f"    double* P = D + {n_d * lanes};",
-            f"    double* R = P + {n_p};",
-            f"    double* T = R + {n_r * lanes};",
-            "    if (D == NULL) {",
-            f"        for (i = 0; i < {size}; i++) out[i] = NAN;",
-            "        return;",
-            "    }",
-            f"    for (i = 0; i < {n_d * lanes}; i++) D[i] = 0.0;",
-            "    _k_residual_partials(x, w, P);"] + body + ["    free(D);", "}"]
+    head = [f"// kernel {name}: {len(batches)} call(s) of dir_residual, {len(groups)} column "
+            f"group(s) in {lanes} lanes", _KERNEL_HEAD.format(name=f"_k_{name}")]
+    return head + _heap_lines("D", total, _out_size(name, sizes)) + [
+        f"    double* P = D + {n_d * lanes};",
+        f"    double* R = P + {n_p};",
+        f"    double* T = R + {n_r * lanes};",
+        f"    for (i = 0; i < {n_d * lanes}; i++) D[i] = 0.0;",
+        "    _k_residual_partials(x, w, P);"] + body + ["    free(D);", "}"]
 
 
 def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
@@ -741,7 +740,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         entry = f"_model.kernel[SYMDAE_{spec.name.upper()}]"
         reads = 0 if spec.internal else tau_reads(read_exprs(spec.name), tau, len(tau_fwd))
         out += [f"{entry}.fn = _k_{spec.name}",
-                f"{entry}.out_size = {sum(b.size(sizes) for b in spec.blocks)}",
+                f"{entry}.out_size = {_out_size(spec.name, sizes)}",
                 f"{entry}.w_size = {weight_size(spec.name, sizes)}",
                 f"{entry}.accumulate = {int(spec.accumulate)}",
                 f"{entry}.tau = {reads}"]

@@ -184,6 +184,7 @@ def lu_lines(plan: LUPlan) -> list:
             c += [f"    x{k} = s;"]
     c += [f"    b[{order[k]}] = x{k};" for k in range(N)]
     c += ["}"]
-    return c_block(c, ["int written_lu_factor(const double* K, double* B, double tol) noexcept nogil",
-                       "void written_lu_solve(const double* B, double* b) noexcept nogil",
-                       "void written_lu_solve_t(const double* B, double* b) noexcept nogil"])
+    return c_block(c, [
+        "int written_lu_factor(const double* K, double* B, double tol) noexcept nogil",
+        "void written_lu_solve(const double* B, double* b) noexcept nogil",
+        "void written_lu_solve_t(const double* B, double* b) noexcept nogil"])
