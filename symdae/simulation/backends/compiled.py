@@ -26,6 +26,7 @@ from .base import (
     scheme_code,
     start_w,
 )
+from .workspace import ArrayPool
 
 __all__ = ["CompiledBackend", "core_available"]
 
@@ -53,13 +54,13 @@ def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) ->
                    np.array(order, copy=True))
 
 
-def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0) -> np.ndarray:
+def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool) -> np.ndarray:
     """The array of algorithmic accelerations w beside A (scheme.pxd): A itself for
     hht-paper, whose w is a; else a new one whose ``row`` holds x0's w (its a when x0 has no
     w: the start of a run). Works for states (rows, n) and tangents (rows, nd, n)."""
     if grid.scheme == "hht-paper":
         return A
-    W = np.zeros_like(A)
+    W = pool.zeros(A.shape)
     w0 = np.asarray(start_w(x0), dtype=float)
     W[row][..., :w0.shape[-1]] = w0
     return W
@@ -83,6 +84,7 @@ class CompiledBackend:
         from ..core import hht
         self.hht = hht
         self.module = module
+        self.pool = ArrayPool()      # the sweeps' arrays, reused across runs (workspace.py)
         self.kernels = hht.Kernels(module)
         k = self.kernels
         self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau)
@@ -116,11 +118,12 @@ class CompiledBackend:
         nm = sz.n + sz.m
         first = 0 if restart is None else restart.history.shape[0]
         rows = first + N + 1
-        Q, V, A = (np.empty((rows, sz.n)) for _ in range(3))
-        L = np.empty((rows, sz.m))
-        S = np.zeros((rows, sz.n_s))
+        pool = self.pool
+        Q, V, A = (pool.empty((rows, sz.n)) for _ in range(3))
+        L = pool.empty((rows, sz.m))
+        S = pool.zeros((rows, sz.n_s))
         Q[first], V[first], A[first], L[first] = x0[:4]
-        W = _algorithmic(A, grid, first, x0)
+        W = _algorithmic(A, grid, first, x0, pool)
         order = np.zeros(2 * nm, dtype=np.intc)
         if restart is None:
             noise = np.zeros(2 * nm + 1)
@@ -129,12 +132,12 @@ class CompiledBackend:
             noise = np.array(restart.noise, dtype=float)
             order[:] = restart.order
         if store:   # every entry is written by the sweep
-            saved = (np.empty((rows, nm, nm)), np.empty((rows, nm + 1), dtype=np.intc),
-                     np.empty((rows, sz.n_tau)))
+            saved = (pool.empty((rows, nm, nm)), pool.empty((rows, nm + 1), dtype=np.intc),
+                     pool.empty((rows, sz.n_tau)))
         else:
             saved = (None, None, None)
         p_arg = _vec(p, sz.n_p, "p", "forward")
-        Ufull = np.empty((rows, sz.n_u))
+        Ufull = pool.empty((rows, sz.n_u))
         Ufull[first:] = U
         with self._lapack():
             rep = self.hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
@@ -159,12 +162,13 @@ class CompiledBackend:
         nd = D.shape[1]
         rows = g.N + 1 if states else min(g.N + 1, 2)     # 2: the sweep alternates rows
         DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
-        dQ, dV, dA = (np.zeros((rows, nd, max(sz.n, 1))) for _ in range(3))
-        dL = np.zeros((rows, nd, max(sz.m, 1)))
-        dS = np.zeros((g.N + 1, nd, max(sz.n_s, 1)))
+        pool = self.pool
+        dQ, dV, dA = (pool.zeros((rows, nd, max(sz.n, 1))) for _ in range(3))
+        dL = pool.zeros((rows, nd, max(sz.m, 1)))
+        dS = pool.zeros((g.N + 1, nd, max(sz.n_s, 1)))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
-        dW = _algorithmic(dA, g, 0, dx0)
+        dW = _algorithmic(dA, g, 0, dx0, pool)
         with self._lapack():
             rep = self.hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
