@@ -4,7 +4,8 @@
 # The iteration matrix is K of eq. (16) evaluated and factorised at the last accepted state
 # (simplified Newton); it is refreshed at the current iterate when the measured contraction rate
 # theta cannot reach the tolerance within three more iterations (norm * theta^3 > 1) or the
-# correction grows. Newton starts from (a, lam) extrapolated linearly from the last two states.
+# correction grows. Newton starts from (a, lam) extrapolated quadratically from the last three
+# states (constant, then linear, over a run's first two steps: extrapolate).
 #
 # A step is accepted at the first iterate y that passes either test:
 #  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
@@ -266,7 +267,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
     w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
-    cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side
+    cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side, rate
     cdef bint refreshed = False, searched = False
     cdef int status = NEWTON_FAILED
     out.iterations = 0
@@ -310,7 +311,8 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
             return OK
-        if j > 0 and (norm >= norm_prev or norm * (norm / norm_prev) ** 3 > 1.0):
+        rate = norm / norm_prev      # cubed by hand: Cython's ** is a call of libm's pow
+        if j > 0 and (norm >= norm_prev or norm * (rate * rate * rate) > 1.0):
             # simplified Newton cannot reach the tolerance soon: full Newton from here on
             out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)
             out.refreshes += 1
