@@ -383,7 +383,10 @@ def pack_weights(name: str, sizes: Sizes, **blocks) -> np.ndarray:
     w = np.zeros(weight_size(name, sizes))
     for b, x in blocks.items():
         start, stop, shape = lay[b]
-        w[start:stop] = np.broadcast_to(np.asarray(x, dtype=float), shape).ravel()
+        if isinstance(x, (int, float)):      # a number fills its block
+            w[start:stop] = x
+        else:
+            w[start:stop] = np.broadcast_to(np.asarray(x, dtype=float), shape).ravel()
     return w
 
 

@@ -55,12 +55,12 @@ class _At:
     """Kernel evaluation at one fixed point (t, q, v, a, lam, p, u), outputs split by block."""
 
     def __init__(self, backend, t, q, v, a, lam, p, u):
-        self.backend = backend
-        self.args = (t, q, v, a, lam, p, u)
+        self.sizes = backend.sizes
+        self.evaluate = backend.at(t, q, v, a, lam, p, u)
 
     def __call__(self, name, **weights) -> dict:
-        w = pack_weights(name, self.backend.sizes, **weights) if weights else None
-        return split(name, self.backend.evaluate(name, *self.args, w=w), self.backend.sizes)
+        w = pack_weights(name, self.sizes, **weights) if weights else None
+        return split(name, self.evaluate(name, w), self.sizes)
 
 
 def _check_matrix(K0, model, t0, massless=()):
@@ -236,6 +236,11 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
         qv = _At(backend, t0, zero_n, zero_n, zero_n, zero_m, p, u0)("initial_state")
     q, q_model = _start_vector(q0, qv["q0"], model, "q0")
     v, v_model = _start_vector(v0, qv["v0"], model, "v0")
+    if not project:
+        start = backend.consistent_start(t0, q, v, p, u0, tol)
+        if start is not None:        # the usual case, in one compiled call
+            return InitialState(q, v, start[0], start[1], q_from_model=q_model,
+                                v_from_model=v_model, projected=False)
     if m and project:
         q = _project_q(backend, model, t0, q, v, p, u0, tol)
     at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)

@@ -21,6 +21,14 @@ evaluate(kernel, t, q, v, a, lam, p, u, w=None) -> ndarray
     One kernel of the spec (:mod:`symdae.model.kernels`) at one state: its flat output
     (``kernels.split`` names the blocks); accumulating kernels start from zero. ``w`` must have
     the kernel's weight size (``kernels.pack_weights`` builds it).
+at(t, q, v, a, lam, p, u) -> callable(kernel, w=None) -> ndarray
+    ``evaluate`` at one state for several kernels: the state is checked once, each call
+    then checks only ``w`` (the initial state evaluates five to nine kernels at one state).
+consistent_start(t0, q0, v0, p, u0, tol) -> (a0, lam0) or None
+    The consistent initial accelerations and multipliers in one call where nothing needs the
+    general path of :func:`symdae.simulation.initial.initial_state` (constraints met within
+    ``tol``, no massless rows, a regular initialisation matrix), else None: that path then
+    computes them or names what failed. The NumPy backend always returns None.
 forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
     Takes the grid (t0, h, N, alpha, the index i0 of its first step: times t0 + (i0 + j) h, and
     the scheme, one of ``SCHEMES``), parameters p (n_p,), inputs U (N+1, n_u), the consistent

@@ -104,12 +104,30 @@ class CompiledBackend:
     # ------------------------------------------------------------------ kernels
     def evaluate(self, name: str, t, q, v, a, lam, p, u, w=None) -> np.ndarray:
         kernel(name)
-        sz, where = self.sizes, f"kernel {name}"
-        args = [_vec(x, k, label, where) for x, k, label in
-                ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
-                 (p, sz.n_p, "p"), (u, sz.n_u, "u"),
-                 (() if w is None else w, weight_size(name, sz), "w"))]
-        return self.kernels.evaluate(KERNEL_NAMES.index(name), float(t), *args)
+        return self.at(t, q, v, a, lam, p, u, where=f"kernel {name}")(name, w)
+
+    def at(self, t, q, v, a, lam, p, u, where: str = "kernel evaluation"):
+        """Kernels at one state, checked once (backends.base)."""
+        sz = self.sizes
+        state = [_vec(x, k, label, where) for x, k, label in
+                 ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
+                  (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
+        t = float(t)
+        evaluate = self.kernels.evaluate
+
+        def at_state(name: str, w=None) -> np.ndarray:
+            kernel(name)
+            wv = _vec(() if w is None else w, weight_size(name, sz), "w", f"kernel {name}")
+            return evaluate(KERNEL_NAMES.index(name), t, *state, wv)
+        return at_state
+
+    def consistent_start(self, t0, q, v, p, u, tol: float):
+        """(a0, lam0) in one compiled call where the usual case holds, else None
+        (backends.base)."""
+        sz = self.sizes
+        state = [_vec(x, k, label, "initial state") for x, k, label in
+                 ((q, sz.n, "q0"), (v, sz.n, "v0"), (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
+        return self.kernels.consistent_start(float(t0), *state, float(tol))
 
     # ------------------------------------------------------------------ sweeps
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,

@@ -64,6 +64,14 @@ def lambdify_flat(ds: DerivedSystem, exprs, n_w: int = 0) -> Callable[..., np.nd
     return evaluate
 
 
+def _vector(x, k: int, label: str, where: str) -> np.ndarray:
+    """x as a float vector of length k."""
+    x = np.asarray(x, dtype=float).reshape(-1)
+    if x.shape[0] != k:
+        raise InputError(f"{where}: {label} has {x.shape[0]} entries, expected {k}")
+    return x
+
+
 def _noise_ratio(R: np.ndarray, nu: np.ndarray) -> float:
     """max_r |R_r| / nu_r (tests (b) and (c) of newton.pxd)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -124,19 +132,27 @@ class NumpyBackend:
         return fn
 
     def evaluate(self, name: str, t, q, v, a, lam, p, u, w=None) -> np.ndarray:
-        spec, sz = kernel(name), self.sizes
-        if spec.internal:
-            return np.zeros(0)     # no hoisted time terms here
-        args = []
-        for x, k, label in ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
-                            (p, sz.n_p, "p"), (u, sz.n_u, "u"),
-                            (() if w is None else w, weight_size(name, sz), "w")):
-            x = np.asarray(x, dtype=float).reshape(-1)
-            if x.shape[0] != k:
-                raise InputError(f"kernel {name}: {label} has {x.shape[0]} entries, expected "
-                                 f"{k}")
-            args.append(x)
-        return self._fn(name)(float(t), *args)
+        kernel(name)
+        return self.at(t, q, v, a, lam, p, u, where=f"kernel {name}")(name, w)
+
+    def at(self, t, q, v, a, lam, p, u, where: str = "kernel evaluation"):
+        """Kernels at one state, checked once (backends.base)."""
+        sz = self.sizes
+        state = [_vector(x, k, label, where) for x, k, label in
+                 ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
+                  (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
+        t = float(t)
+
+        def at_state(name: str, w=None) -> np.ndarray:
+            if kernel(name).internal:
+                return np.zeros(0)     # no hoisted time terms here
+            wv = _vector(() if w is None else w, weight_size(name, sz), "w", f"kernel {name}")
+            return self._fn(name)(t, *state, wv)
+        return at_state
+
+    def consistent_start(self, t0, q, v, p, u, tol: float) -> None:
+        """None: the general path of symdae/simulation/initial.py computes the start."""
+        return None
 
     def _k(self, name, t, q, v, a, lam, p, u, w=None):
         return self._fn(name)(t, q, v, a, lam, p, u, w)

@@ -47,17 +47,17 @@ class ArrayPool:
 
     def empty(self, shape, dtype=np.float64) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` with arbitrary contents (``np.empty``)."""
-        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(k) for k in shape)
-        dtype = np.dtype(dtype)
-        key = (shape, dtype.str)
+        key = ((shape,) if isinstance(shape, int) else tuple(shape), dtype)
         with self._lock:
-            kept = self._kept.setdefault(key, [])
+            kept = self._kept.get(key)
+            if kept is None:
+                kept = self._kept[key] = []
             for i in range(len(kept)):
                 # 2: the list's reference and getrefcount's argument; anything more is a
                 # caller (an array, a view or a slice of it) still using the memory
                 if sys.getrefcount(kept[i]) == 2:
                     return kept[i]
-            new = np.empty(shape, dtype)
+            new = np.empty(key[0], dtype)
             if len(kept) < _PER_SHAPE and self._bytes + new.nbytes <= self.max_bytes:
                 kept.append(new)
                 self._bytes += new.nbytes

@@ -17,14 +17,16 @@ the derivative sweeps refactorise from the stored states: the same numbers eithe
 import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.math cimport fabs, isfinite
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse, apply, apply_t
 from symdae.simulation.core.factors cimport prepare_lu
-from symdae.simulation.core.dense cimport SMALL_LU
+from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
-                                            time_terms, time_terms_for, tau_reads, Arena, take,
+                                            time_terms, time_terms_for, tau_reads, TAU_FORWARD,
+                                            TAU_SENSITIVITY, Arena, take,
                                             take_int, arena_allocate,
                                             arena_check)
 from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
@@ -140,6 +142,63 @@ cdef class Kernels:
         memcpy(&ov[0], lu.pr, N * sizeof(int))
         memcpy(&ov[N], lu.pc, N * sizeof(int))
         return K, B, piv, orders, status, lu.mfactor != NULL
+
+    def consistent_start(self, double t, const double[::1] q, const double[::1] v,
+                         const double[::1] p, const double[::1] u, double tol):
+        """(a0, lam0) consistent with (t, q, v) in one call, where nothing needs the general
+        path (symdae/simulation/initial.py): every |C| and |C_q v + C_t| within ``tol``, no
+        massless row (a zero row of M that no constraint reaches), the initialisation matrix
+        [[M, C_q^T], [C_q, 0]] finite with every pivot above N eps max|K0| (dense.pxd's test,
+        that of initial.py), a finite solution. Else None: the general path then decides and
+        names what failed. Arrays of the model's sizes (at least one element each)."""
+        cdef int n = self.n, m = self.m, N = self.n + self.m, k, j, status
+        cdef bint ok = True, row_zero
+        K0 = np.zeros(max(N * N, 1))
+        res = np.zeros(2 * n + m + 1)
+        cdot = np.zeros(m + 1)
+        acc = np.zeros(self.km.kernel[SYMDAE_ACCELERATION_CONSTRAINT].out_size + 1)
+        tau = np.full(self.n_tau + 1, np.nan)
+        y = np.zeros(N + 1)
+        piv = np.zeros(N + 1, dtype=np.intc)
+        zeros = np.zeros(N + 1)
+        cdef double[::1] Kv = K0, rv = res, cv = cdot, av = acc, tv = tau, yv = y, zv = zeros
+        cdef int[::1] pv = piv
+        cdef double kw[3]
+        kw[0], kw[1], kw[2] = 1.0, 0.0, 0.0   # newton's (c_m, c_q, c_v): the initialisation matrix
+        cdef symdae_args x
+        x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &zv[0], &zv[0], &p[0], &u[0]
+        with nogil:
+            time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
+            call(self.km, SYMDAE_RESIDUAL, &x, NULL, &rv[0])        # at a = 0, lam = 0: g, C
+            for k in range(m):
+                ok = ok and fabs(rv[2 * n + k]) <= tol
+            if ok and m > 0:
+                call(self.km, SYMDAE_CONSTRAINT_VELOCITY, &x, NULL, &cv[0])
+                for k in range(m):
+                    ok = ok and fabs(cv[k]) <= tol
+            if ok:
+                call(self.km, SYMDAE_NEWTON, &x, kw, &Kv[0])
+                for k in range(n):
+                    row_zero = True
+                    for j in range(N):
+                        row_zero = row_zero and Kv[k * N + j] == 0.0
+                    ok = ok and not row_zero
+            if ok:
+                if m > 0:
+                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, &av[0])
+                for k in range(n):
+                    yv[k] = -rv[n + k]
+                for k in range(m):
+                    yv[n + k] = -av[k]
+                status = lu_factor(&Kv[0], &pv[0], N)
+                ok = status == 0
+            if ok:
+                lu_solve(&Kv[0], &pv[0], &yv[0], N)
+                for k in range(N):
+                    ok = ok and isfinite(yv[k])
+        if not ok:
+            return None
+        return y[:n].copy(), y[n:N].copy()
 
     def tau_reads(self, int k):
         """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""

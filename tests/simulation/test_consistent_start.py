@@ -1,0 +1,90 @@
+"""The consistent initial state in one compiled call (``Kernels.consistent_start``) against the
+general path of ``symdae.simulation.initial.initial_state`` on the same kernels: the same a0 and
+lam0 to round-off on every bundled model, and None (the general path decides and names the
+failure) wherever that path has anything to decide."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symdae
+from symdae.errors import InconsistentInitialStateError, SingularMatrixError
+from symdae.simulation.initial import initial_state
+
+import maxwell_models
+
+
+def general_path(system, monkeypatch, **kw):
+    """initial_state with the compiled shortcut switched off."""
+    with monkeypatch.context() as mp:
+        mp.setattr(system.backend, "consistent_start", lambda *args: None)
+        return _start(system, **kw)
+
+
+def _start(system, params=None, q0=None, v0=None, t0=0.0, tol=1e-9):
+    p = system.parameter_vector(params)
+    u0 = np.zeros(system.sizes.n_u)
+    return initial_state(system.backend, system.model, p, t0, u0, q0, v0, tol=tol)
+
+
+@pytest.mark.parametrize("name", symdae.bundled_models())
+def test_one_call_equals_the_general_path(name, monkeypatch):
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sc = symdae.Scenario.make(ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3})
+    params = ns.get("START")
+    ref = general_path(system, monkeypatch, params=params, q0=sc.q0, v0=sc.v0, t0=sc.t0)
+    sz = system.sizes
+    p = system.parameter_vector(params)
+    fast = system.backend.consistent_start(sc.t0, ref.q, ref.v, p, np.zeros(sz.n_u), 1e-9)
+    if ref.massless:                    # a row the general path differentiates: not here
+        assert fast is None
+        return
+    assert fast is not None, "the one-call path declined a regular start"
+    y, y_ref = np.concatenate(fast), np.concatenate([ref.a, ref.lam])
+    scale = max(np.max(np.abs(y_ref), initial=0.0), 1e-300)
+    # two LU codes (the core's and LAPACK's) on the same matrix: round-off apart (measured:
+    # at most 3.2 eps on the 13 x 13 matrix of Andrews' squeezer, 0 on most models)
+    assert np.max(np.abs(y - y_ref), initial=0.0) <= 64 * np.finfo(float).eps * scale
+    x0 = _start(system, params=params, q0=sc.q0, v0=sc.v0, t0=sc.t0)   # initial_state uses it
+    assert np.array_equal(np.concatenate([x0.a, x0.lam]), y)
+
+
+def test_inconsistent_or_singular_starts_go_the_general_way(monkeypatch):
+    """Whatever the general path refuses, the shortcut declines, so the refusal is the same."""
+    model, ns = symdae.load_model("slider_crank")
+    system = symdae.compile_model(model)
+    good = _start(system)
+    p, u = system.parameter_vector(None), np.zeros(system.sizes.n_u)
+    bad_q = good.q + 1e-3                # off the constraints
+    assert system.backend.consistent_start(0.0, bad_q, good.v, p, u, 1e-9) is None
+    with pytest.raises(InconsistentInitialStateError, match="violates constraint"):
+        _start(system, q0=bad_q, v0=good.v)
+    bad_v = good.v + 1.0                 # off the velocity constraints
+    assert system.backend.consistent_start(0.0, good.q, bad_v, p, u, 1e-9) is None
+    with pytest.raises(InconsistentInitialStateError, match="velocity form"):
+        _start(system, q0=good.q, v0=bad_v)
+    nan_v = good.v.copy()
+    nan_v[0] = np.nan
+    assert system.backend.consistent_start(0.0, good.q, nan_v, p, u, 1e-9) is None
+
+
+def test_a_zero_mass_declines():
+    """The Maxwell node's mass is a parameter: 0 makes its row massless at run time."""
+    osc = symdae.compile_model(maxwell_models.oscillator(True, "maxwell_oscillator_mz"))
+    p = dict(zip(osc.model.parameter_names, osc.model.nominal_values))
+    q0, v0 = [p["X0"], p["Z0"]], [p["V0"], 0.0]
+    assert osc.backend.consistent_start(0.0, q0, v0, osc.parameter_vector(p), [], 1e-9) is None
+    p["mz"] = 0.5
+    assert osc.backend.consistent_start(0.0, q0, v0, osc.parameter_vector(p), [],
+                                        1e-9) is not None
+
+
+def test_a_singular_matrix_declines():
+    """The Cartesian pendulum at zero length: C_q = 0, the initialisation matrix is singular."""
+    model, _ = symdae.load_model("pendulum")
+    s = symdae.compile_model(model)
+    p = s.parameter_vector({"L": 0.0})
+    assert s.backend.consistent_start(0.0, [0.0, 0.0], [0.0, 0.0], p, [], 1e-9) is None
+    with pytest.raises(SingularMatrixError):
+        _start(s, params={"L": 0.0}, q0=[0.0, 0.0], v0=[0.0, 0.0])
