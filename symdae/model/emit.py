@@ -49,7 +49,7 @@ from .printer import CPrinter, c_block
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH_MIN_NODES",
            "GRAPH_MIN_ROW_NODES", "hoist_time_terms",
            "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
-           "tree_size", "use_graph"]
+           "tree_size", "use_graph", "REFRESH_HORIZON", "REFRESH_HORIZON_GRAPH"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
@@ -59,6 +59,14 @@ GRAPH_MIN_ROW_NODES = 100
 WIDE_TERMS = 64          # a graph module's sums and products are computed in parts of this many
 _STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 MAX_LANES = 32            # directions one vector call of dir_residual computes at most
+# Newton's refresh horizon (newton.pxd: refresh K when more than this many further iterations
+# are predicted): a tree module's K is one kernel of about a residual's cost; a graph module
+# forms K by a vector pass over the whole residual program, several residuals' worth (the
+# 20-link cart: 30 us against 4.5 us an iteration), so it refreshes later. Measured on the
+# 20-link cart (us per step): 80 at 3, 66 at 5, 58-60 at 7, 60 at 10; tree models lose from
+# a larger horizon (the slider-crank: 0.79 us at 3, 0.89 at 4).
+REFRESH_HORIZON = 3
+REFRESH_HORIZON_GRAPH = 8
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 # every kernel function's C signature (symdae_kernel in symdae_kernels.h)
@@ -730,6 +738,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
     out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
+    out.append(f"_model.refresh_horizon = "
+               f"{REFRESH_HORIZON_GRAPH if graph else REFRESH_HORIZON}")
     def read_exprs(name: str) -> list:
         # what the kernel evaluates: its expressions and assignments, or for a column kernel
         # those of the helper programs it calls

@@ -68,6 +68,9 @@ cdef class Kernels:
         if self.source.abi_version != SYMDAE_ABI_VERSION:
             raise ImportError(f"kernel module {module!r} has ABI {self.source.abi_version}, "
                               f"the core expects {SYMDAE_ABI_VERSION}: rebuild it")
+        if self.source.refresh_horizon < 1:
+            raise ImportError(f"kernel module {module!r} has refresh horizon "
+                              f"{self.source.refresh_horizon}, expected >= 1: rebuild it")
         self.table = self.source[0]
         self.km = &self.table
         self.module = module
@@ -77,6 +80,11 @@ cdef class Kernels:
     @property
     def model_lu(self):
         return self.table.lu_factor != NULL
+
+    @property
+    def refresh_horizon(self):
+        """Newton refreshes K when it predicts more further iterations than this (newton.pxd)."""
+        return self.table.refresh_horizon
 
     @model_lu.setter
     def model_lu(self, bint on):

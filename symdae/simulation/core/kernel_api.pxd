@@ -56,6 +56,7 @@ cdef extern from "symdae_kernels.h":
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
         int jumps           # the residual has terms that jump (newton.pxd, switch_search)
+        int refresh_horizon # newton.pxd: refresh when more iterations than this are predicted
         symdae_kernel_entry kernel[SYMDAE_N_KERNELS]
         const int* lu_order     # the written-out LU (symdae_kernels.h), or lu_factor NULL
         const int* lu_kpos

@@ -3,8 +3,10 @@
 #
 # The iteration matrix is K of eq. (16) evaluated and factorised at the last accepted state
 # (simplified Newton); it is refreshed at the current iterate when the measured contraction rate
-# theta cannot reach the tolerance within three more iterations (norm * theta^3 > 1) or the
-# correction grows. Newton starts from (a, lam) extrapolated quadratically from the last three
+# theta cannot reach the tolerance within k = km.refresh_horizon more iterations
+# (norm * theta^k > 1) or the correction grows. k is what a refresh is worth in iterations: 3
+# where K comes from its own kernel (about the cost of a residual), more where it is a
+# vector-mode pass over the whole residual program (graph modules, emit.py). Newton starts from (a, lam) extrapolated quadratically from the last three
 # states (constant, then linear, over a run's first two steps: extrapolate).
 #
 # A step is accepted at the first iterate y that passes either test:
@@ -267,7 +269,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
     w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
-    cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side, rate
+    cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side, rate, power
     cdef bint refreshed = False, searched = False
     cdef int status = NEWTON_FAILED
     out.iterations = 0
@@ -311,8 +313,12 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
             return OK
-        rate = norm / norm_prev      # cubed by hand: Cython's ** is a call of libm's pow
-        if j > 0 and (norm >= norm_prev or norm * (rate * rate * rate) > 1.0):
+        # theta^k by multiplication (Cython's ** calls libm's pow)
+        rate = norm / norm_prev
+        power = rate
+        for k in range(km.refresh_horizon - 1):
+            power *= rate
+        if j > 0 and (norm >= norm_prev or norm * power > 1.0):
             # simplified Newton cannot reach the tolerance soon: full Newton from here on
             out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)
             out.refreshes += 1

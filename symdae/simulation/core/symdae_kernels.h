@@ -15,7 +15,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 10
+#define SYMDAE_ABI_VERSION 11
 
 typedef struct {
     double t;
@@ -72,6 +72,9 @@ typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
     int jumps;        /* 1: the residual has terms that jump (sign, Heaviside, Piecewise) */
+    int refresh_horizon;  /* Newton refreshes its matrix when it predicts more than this many
+                             further iterations (newton.pxd): what a refresh costs in
+                             iterations, larger where forming K costs many residuals */
     symdae_kernel_entry kernel[SYMDAE_N_KERNELS];
     /* the written-out LU, or lu_factor NULL (a model too large for it): the order it is
      * written for (lu_order: N row then N column indices, the core's order array), and the
