@@ -27,16 +27,12 @@ def _start(system, params=None, q0=None, v0=None, t0=0.0, tol=1e-9):
     return initial_state(system.backend, system.model, p, t0, u0, q0, v0, tol=tol)
 
 
-@pytest.mark.parametrize("name", symdae.bundled_models())
-def test_one_call_equals_the_general_path(name, monkeypatch):
-    model, ns = symdae.load_model(name)
-    system = symdae.compile_model(model)
-    sc = symdae.Scenario.make(ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3})
-    params = ns.get("START")
+def check_one_call(system, monkeypatch, params, sc):
+    """The one call against the general path at the scenario's start."""
     ref = general_path(system, monkeypatch, params=params, q0=sc.q0, v0=sc.v0, t0=sc.t0)
-    sz = system.sizes
     p = system.parameter_vector(params)
-    fast = system.backend.consistent_start(sc.t0, ref.q, ref.v, p, np.zeros(sz.n_u), 1e-9)
+    fast = system.backend.consistent_start(sc.t0, ref.q, ref.v, p,
+                                           np.zeros(system.sizes.n_u), 1e-9)
     if ref.massless:                    # a row the general path differentiates: not here
         assert fast is None
         return
@@ -48,6 +44,23 @@ def test_one_call_equals_the_general_path(name, monkeypatch):
     assert np.max(np.abs(y - y_ref), initial=0.0) <= 64 * np.finfo(float).eps * scale
     x0 = _start(system, params=params, q0=sc.q0, v0=sc.v0, t0=sc.t0)   # initial_state uses it
     assert np.array_equal(np.concatenate([x0.a, x0.lam]), y)
+
+
+@pytest.mark.parametrize("name", symdae.bundled_models())
+def test_one_call_equals_the_general_path(name, monkeypatch):
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sc = symdae.Scenario.make(ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3})
+    check_one_call(system, monkeypatch, ns.get("START"), sc)
+
+
+def test_one_call_above_the_dense_lu_takes_lapack(monkeypatch):
+    """Above the core's own dense LU (DENSE_LU_MAX) the one call factorises with LAPACK: a
+    chain of 12 pendula in Cartesian coordinates (36 x 36)."""
+    _, ns = symdae.load_model("pendulum_chain")
+    system = symdae.compile_model(ns["make_chain"](12))
+    assert system.sizes.nm > system.backend.hht.DENSE_LU_MAX
+    check_one_call(system, monkeypatch, None, symdae.Scenario(t_end=0.1, h=1e-3))
 
 
 def test_inconsistent_or_singular_starts_go_the_general_way(monkeypatch):

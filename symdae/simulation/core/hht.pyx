@@ -81,14 +81,14 @@ cdef class Kernels:
     def model_lu(self):
         return self.table.lu_factor != NULL
 
+    @model_lu.setter
+    def model_lu(self, bint on):
+        self.table.lu_factor = self.source.lu_factor if on else NULL
+
     @property
     def refresh_horizon(self):
         """Newton refreshes K when it predicts more further iterations than this (newton.pxd)."""
         return self.table.refresh_horizon
-
-    @model_lu.setter
-    def model_lu(self, bint on):
-        self.table.lu_factor = self.source.lu_factor if on else NULL
 
     def lu_order(self):
         """The pivot order the module's LU is written for (a list of N = n + m indices of K,

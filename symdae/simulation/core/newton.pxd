@@ -6,8 +6,9 @@
 # theta cannot reach the tolerance within k = km.refresh_horizon more iterations
 # (norm * theta^k > 1) or the correction grows. k is what a refresh is worth in iterations: 3
 # where K comes from its own kernel (about the cost of a residual), more where it is a
-# vector-mode pass over the whole residual program (graph modules, emit.py). Newton starts from (a, lam) extrapolated quadratically from the last three
-# states (constant, then linear, over a run's first two steps: extrapolate).
+# vector-mode pass over the whole residual program (graph modules, emit.py). Newton starts
+# from (a, lam) extrapolated quadratically from the last three states (constant, then linear,
+# over a run's first two steps: extrapolate).
 #
 # A step is accepted at the first iterate y that passes either test:
 #  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
