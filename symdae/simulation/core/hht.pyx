@@ -625,8 +625,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 break
             state_blocks(km, &x, w.J[1], w.P[1], w.S)
             tangent_step(km, &c, &w, &f.lu, LUcur, pcur, nd)
-            d1 = tangents_at(dQ, dV, dA, dW, dL, (i + 1) % rows)
-            store_tangents(km, w.T[1], &d1, nd)
+            if rows > N or i + 1 == N:      # with two rows only the last state is returned
+                d1 = tangents_at(dQ, dV, dA, dW, dL, (i + 1) % rows)
+                store_tangents(km, w.T[1], &d1, nd)
             output_tangents(km, &w, w.T[1], nd, &dS[i + 1, 0, 0], lds)
             tmp = w.T[0]
             w.T[0] = w.T[1]
