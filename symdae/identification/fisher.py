@@ -178,8 +178,13 @@ def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     # solve with (samples x parameters) right-hand sides.
     # One product for all samples (a batched matmul of ns tiny matrices costs far more):
     # Z[k, i, j] = sum_l Linv[k, l] S[i, l, j], rows of A ordered by output, then sample.
-    Linv = linalg.solve_triangular(L, np.eye(n_out), lower=True)
-    Z = (Linv @ S.transpose(1, 0, 2).reshape(n_out, ns * nb)).reshape(n_out, ns, nb)
+    # R = I (the default) needs no whitening: Z = S, the same numbers (1 x + 0 y = x) without
+    # the product's (samples x outputs x parameters) temporary
+    if np.array_equal(R, np.eye(n_out)):
+        Z = S.transpose(1, 0, 2)
+    else:
+        Linv = linalg.solve_triangular(L, np.eye(n_out), lower=True)
+        Z = (Linv @ S.transpose(1, 0, 2).reshape(n_out, ns * nb)).reshape(n_out, ns, nb)
     A = (Z * np.sqrt(np.asarray(eta, dtype=float))[None, :, None]).reshape(n_out * ns, nb)
     return A.T @ A
 

@@ -183,7 +183,9 @@ class CompiledBackend:
         pool = self.pool
         dQ, dV, dA = (pool.zeros((rows, nd, max(sz.n, 1))) for _ in range(3))
         dL = pool.zeros((rows, nd, max(sz.m, 1)))
-        dS = pool.zeros((g.N + 1, nd, max(sz.n_s, 1)))
+        # every row of dS is written by a sweep that succeeds (a failed one is raised by the
+        # callers), and the padding column of a model without outputs is cut off below
+        dS = pool.empty((g.N + 1, nd, max(sz.n_s, 1)))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
         dW = _algorithmic(dA, g, 0, dx0, pool)
