@@ -54,6 +54,9 @@ def test_the_pool_keeps_at_most_its_budget():
     keep = [pool.empty(10) for _ in range(5)]    # two kept per shape, the rest plain
     assert pool.nbytes == 2 * 80
     assert len({id(x) for x in keep}) == 5
+    for k in range(100):                          # shapes beyond the budget leave no entry
+        pool.empty(1000 + k)
+    assert pool.shapes == 1
     pool.clear()
     assert pool.nbytes == 0
 

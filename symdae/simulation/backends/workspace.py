@@ -45,13 +45,16 @@ class ArrayPool:
         """Bytes held by the pool (in use or free)."""
         return self._bytes
 
+    @property
+    def shapes(self) -> int:
+        """How many (shape, dtype) pairs the pool holds arrays of."""
+        return len(self._kept)
+
     def empty(self, shape, dtype=np.float64) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` with arbitrary contents (``np.empty``)."""
         key = ((shape,) if isinstance(shape, int) else tuple(shape), dtype)
         with self._lock:
-            kept = self._kept.get(key)
-            if kept is None:
-                kept = self._kept[key] = []
+            kept = self._kept.get(key, ())
             for i in range(len(kept)):
                 # 2: the list's reference and getrefcount's argument; anything more is a
                 # caller (an array, a view or a slice of it) still using the memory
@@ -59,7 +62,9 @@ class ArrayPool:
                     return kept[i]
             new = np.empty(key[0], dtype)
             if len(kept) < _PER_SHAPE and self._bytes + new.nbytes <= self.max_bytes:
-                kept.append(new)
+                # a shape gets an entry only when it keeps an array: runs of ever new lengths
+                # (checkpointed segments) leave nothing behind beyond the budget
+                self._kept.setdefault(key, []).append(new)
                 self._bytes += new.nbytes
             return new
 
