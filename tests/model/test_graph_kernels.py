@@ -31,20 +31,23 @@ from test_kernels import MODELS, case, central, check_against_reference
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def graph_backend(model) -> CompiledBackend:
-    """The model's kernels compiled in graph form (a cache entry of its own)."""
+def backend_in_form(model, graph: bool = True) -> CompiledBackend:
+    """The model's kernels compiled in graph or tree form, whatever use_graph would pick (a
+    cache entry of its own per form)."""
+    form = "graph" if graph else "tree"
+
     def make_source():
         return emit_cython(symdae.derive(model), definition_hash=model.definition_hash(),
-                           graph=True), {}
+                           graph=graph), {}
 
-    key = cache_key("graph kernels\0" + model.definition())
-    module, _ = build_cached(model.name + "_graph", key, make_source)
+    key = cache_key(f"{form} kernels\0" + model.definition())
+    module, _ = build_cached(f"{model.name}_{form}", key, make_source)
     return CompiledBackend(module)
 
 
 @functools.lru_cache(maxsize=None)
 def graph_case(name: str) -> CompiledBackend:
-    return graph_backend(case(name).model)
+    return backend_in_form(case(name).model)
 
 
 # with switches (Piecewise, sign, Max): conditions shared as subexpressions
@@ -127,17 +130,6 @@ def test_cart_pendulum_takes_graph_kernels_whose_jacobians_match_fd():
                                atol=1e-8 * np.abs(fd_p).max())
 
 
-def tree_backend(model) -> CompiledBackend:
-    """The model's kernels compiled in tree form (a cache entry of its own)."""
-    def make_source():
-        return emit_cython(symdae.derive(model), definition_hash=model.definition_hash(),
-                           graph=False), {}
-
-    key = cache_key("tree kernels\0" + model.definition())
-    module, _ = build_cached(model.name + "_tree", key, make_source)
-    return CompiledBackend(module)
-
-
 def test_graph_modules_refresh_later_and_run_the_same_scheme():
     """A graph module forms its Newton matrix by a vector pass over the whole residual
     program, so Newton refreshes it later (emit.REFRESH_HORIZON_GRAPH against
@@ -155,7 +147,7 @@ def test_graph_modules_refresh_later_and_run_the_same_scheme():
 
     model = cart_pendulum(5)
     graph = symdae.compile_model(model)          # graph kernels by default at this size
-    tree = System(model, tree_backend(model), {})
+    tree = System(model, backend_in_form(model, graph=False), {})
     assert (graph.backend.kernels.refresh_horizon, tree.backend.kernels.refresh_horizon) == \
         (REFRESH_HORIZON_GRAPH, REFRESH_HORIZON)
     sc = symdae.Scenario(t_end=1.0, h=2e-3, alpha=-0.1, q0=[0.0] + [1.0] * 5)

@@ -67,7 +67,7 @@ from ...errors import Interrupted
 
 __all__ = ["Grid", "Restart", "Counters", "SweepReport", "ForwardResult", "TangentArrays",
            "AdjointResult", "STATUSES", "INTERRUPTED", "raise_if_interrupted", "SCHEMES",
-           "DEFAULT_SCHEME", "scheme_code", "start_w"]
+           "DEFAULT_SCHEME", "scheme_code", "start_w", "state_fields"]
 
 STATUSES = ("ok", "newton_failed", "singular", "not_finite", "interrupted")
 INTERRUPTED = STATUSES.index("interrupted")    # core/interrupt.pxd: Ctrl-C stopped a sweep
@@ -77,6 +77,13 @@ INTERRUPTED = STATUSES.index("interrupted")    # core/interrupt.pxd: Ctrl-C stop
 # alpha < 0; the same numbers as hht-ga when M is constant)
 SCHEMES = {"hht-ga": 1, "hht-paper": 0}
 DEFAULT_SCHEME = "hht-ga"
+
+
+def state_fields(sizes, q, v, a, lam, p, u) -> tuple:
+    """(value, expected length, label) of each vector of a kernel's state, for a backend's
+    ``at`` to check."""
+    return ((q, sizes.n, "q"), (v, sizes.n, "v"), (a, sizes.n, "a"), (lam, sizes.m, "lam"),
+            (p, sizes.n_p, "p"), (u, sizes.n_u, "u"))
 
 
 def start_w(x0):

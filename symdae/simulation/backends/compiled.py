@@ -25,6 +25,7 @@ from .base import (
     raise_if_interrupted,
     scheme_code,
     start_w,
+    state_fields,
 )
 from .workspace import ArrayPool
 
@@ -109,9 +110,8 @@ class CompiledBackend:
     def at(self, t, q, v, a, lam, p, u, where: str = "kernel evaluation"):
         """Kernels at one state, checked once (backends.base)."""
         sz = self.sizes
-        state = [_vec(x, k, label, where) for x, k, label in
-                 ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
-                  (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
+        state = [_vec(x, k, label, where)
+                 for x, k, label in state_fields(sz, q, v, a, lam, p, u)]
         t = float(t)
         evaluate = self.kernels.evaluate
 

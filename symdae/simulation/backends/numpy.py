@@ -28,6 +28,7 @@ from .base import (
     SweepReport,
     TangentArrays,
     start_w,
+    state_fields,
 )
 
 __all__ = ["NumpyBackend", "lambdify_flat"]
@@ -138,9 +139,8 @@ class NumpyBackend:
     def at(self, t, q, v, a, lam, p, u, where: str = "kernel evaluation"):
         """Kernels at one state, checked once (backends.base)."""
         sz = self.sizes
-        state = [_vector(x, k, label, where) for x, k, label in
-                 ((q, sz.n, "q"), (v, sz.n, "v"), (a, sz.n, "a"), (lam, sz.m, "lam"),
-                  (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
+        state = [_vector(x, k, label, where)
+                 for x, k, label in state_fields(sz, q, v, a, lam, p, u)]
         t = float(t)
 
         def at_state(name: str, w=None) -> np.ndarray:
