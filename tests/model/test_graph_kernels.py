@@ -373,3 +373,106 @@ def test_the_newton_matrix_takes_one_vector_call():
     calls, groups, lanes = heads["jacobians"]
     assert n < groups <= 2 * n and calls == -(-groups // lanes) == 2   # q dense, v fewer
     assert f"{n + n % 2} lanes" in source and n + n % 2 <= MAX_LANES
+
+
+def _lane_values(plan, values: dict, lanes: int) -> dict:
+    """What the emitted loops compute (emit._lane_statement), lane by lane: each part over
+    its lanes, set where no earlier part set a lane and added where one did; the span's
+    lanes no part covers are zero; a statement with no span reads as zero."""
+    out = {}
+
+    def value(e, c):
+        return float(e.xreplace({s: (out[s][c] if s in out else values[s][c])
+                                 for s in e.free_symbols if s in out or s in values}))
+
+    for st in plan:
+        if st.span is None:
+            out[st.target] = np.zeros(lanes)
+            continue
+        row, assigned = np.full(lanes, np.nan), set()
+        for (lo, hi), terms in st.parts:
+            for c in range(lo, hi):
+                add = sum(value(t, c) for t in terms)
+                row[c] = row[c] + add if c in assigned else add
+                assigned.add(c)
+        row[[c for c in range(lanes) if c not in assigned and st.span[0] <= c < st.span[1]]] = 0
+        row[:st.span[0]] = row[st.span[1]:] = 0       # never written: zero in the callers
+        out[st.target] = row
+    return out
+
+
+def test_lane_ranges_compute_each_statement_where_it_can_be_nonzero():
+    """By hand, on 6 lanes with w0 seeded in lane 0, w1 in lane 3, w2 in lane 5 and w3 in
+    none: z1 = 2 w0 lives in lanes [0, 2) (ranges are made even), z2 = z1 + 3 w1 in [0, 4)
+    (each term over its own lanes), r = p z2 + w2 + z4 in [0, 6), z4 = 5 w3 nowhere. With
+    random directions that are zero outside their seeded lanes, every lane's value is the
+    full expression's; a term that is not a multiple of one lane symbol gives no plan."""
+    from symdae.model.emit import lane_ranges
+    from symdae.model.graph import FreeSymbols
+
+    w = sp.symbols("w0:4", real=True)
+    z1, z2, z4, r, p = sp.symbols("z1 z2 z4 r p", real=True)
+    seeded = {w[0]: {0}, w[1]: {3}, w[2]: {5}, w[3]: set()}
+    items = [(z1, 2 * w[0]), (z4, 5 * w[3]), (z2, z1 + 3 * w[1]), (r, p * z2 + w[2] + z4)]
+    plan = lane_ranges(items, seeded, 6, FreeSymbols())
+    spans = {st.target: st.span for st in plan}
+    assert spans == {z1: (0, 2), z4: None, z2: (0, 4), r: (0, 6)}
+    parts = {st.target: st.parts for st in plan}
+    assert parts[z2] == (((0, 4), ()), ((0, 2), (z1,)), ((2, 4), (3 * w[1],)))
+    assert [lanes for lanes, _ in parts[r]] == [(0, 6), (0, 4), (4, 6)]   # z4 dropped
+
+    rng = np.random.default_rng(2)
+    values = {s: np.array([rng.uniform(1, 2) if c in seeded[s] else 0.0 for c in range(6)])
+              for s in w}
+    values[p] = np.full(6, 1.7)
+    got = _lane_values(plan, values, 6)
+    for c in range(6):
+        at = {s: v[c] for s, v in values.items()}
+        full = {}
+        for target, e in items:
+            full[target] = float(e.xreplace({**at, **full}))
+        for target in (z1, z2, r, z4):
+            assert got[target][c] == pytest.approx(full[target], rel=1e-15, abs=0), (target, c)
+
+    assert lane_ranges([(z1, w[0] * w[1])], seeded, 6, FreeSymbols()) is None
+    assert lane_ranges([(z1, sp.sin(w[0]))], seeded, 6, FreeSymbols()) is None
+
+
+def test_the_column_kernels_seed_a_column_in_the_same_lane():
+    """On the 5-link cart, the Jacobians' column groups take the lanes the Newton matrix gives
+    their columns (so the vector dir_residual's statements keep narrow lane ranges), in as
+    few calls as filling the lanes in order; every statement of the emitted dir_residual runs
+    over fewer lane-operations than the full lanes would take."""
+    from symdae.model.emit import LANE_KERNELS, lane_batches, lane_count
+    from symdae.model.graph import FreeSymbols, dependence
+    from symdae.model.graph_kernels import graph_kernel_table, helper_sizes
+    from symdae.model.kernels import Sizes
+
+    ds = symdae.derive(cart_pendulum(5))
+    source = emit_cython(ds, graph=True)
+    table = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"// kernel (\w+): (\d+) call\(s\) of dir_residual", source)}
+    body = source[source.index("// kernel dir_residual"):source.index("// kernel gdot")]
+    lanes = int(re.search(r"(\d+) lanes", body).group(1))
+    loops = re.findall(r"for \(c = (\d+); c < (\d+); c\+\+\)", body)
+    assert loops and all(0 <= int(lo) < int(hi) <= lanes for lo, hi in loops)
+    assert any(int(hi) - int(lo) < lanes for lo, hi in loops)
+    # the lanes each kernel's calls fill, as the emitted comments list them
+    lane_lines = re.findall(r"// lanes: (.*)", source)
+    assert len(lane_lines) == sum(table[k] for k in LANE_KERNELS)
+
+    free = FreeSymbols()
+    tab = graph_kernel_table(ds, free)
+    sizes = Sizes.of(ds.sizes)
+    exprs, _, assigns = tab["dir_residual"]
+    direction = [sp.Symbol(f"w[{i}]", real=True)
+                 for i in range(helper_sizes(sizes)["dir_residual"][0])]
+    deps = {"dir_residual": dependence(assigns, exprs, direction, free)}
+    L = lane_count(sizes, deps)
+    home = {j: lane for lane, k, cols in lane_batches("newton", sizes, deps, L)[0]
+            for j in cols if k == 0}
+    batches = lane_batches("jacobians", sizes, deps, L)
+    assert len(batches) == table["jacobians"] == 2
+    for batch in batches:
+        for lane, _, cols in batch:
+            assert lane == home[cols[0]]
