@@ -45,9 +45,9 @@ from filelock import FileLock
 
 from ..errors import BuildError
 
-__all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "build_name", "write_source",
-           "compile_module", "load_module", "build_cached", "compiler_available", "compiler_command",
-           "generator_digest"]
+__all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "vector_extension", "build_name",
+           "write_source", "compile_module", "load_module", "build_cached", "compiler_available",
+           "compiler_command", "generator_digest"]
 
 COMPILE_FLAGS = ("-O2", "-g0")
 BUILD_TIMEOUT = 1800.0  # seconds; a compile that hangs longer is reported as failed
@@ -123,6 +123,24 @@ def _compiler_version(cc: str) -> str:
         return cc
 
 
+@functools.lru_cache(maxsize=None)
+def vector_extension() -> str:
+    """The vector instructions this machine's kernels are generated for (emit.VECTOR_WIDTH):
+    "avx2" on an x86-64 whose processor has AVX2 (its flags in /proc/cpuinfo), else "base".
+    Part of the cache key, so a cache shared by machines with and without AVX2 holds a build
+    for each and none loads code its processor cannot run."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "base"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return "avx2" if "avx2" in line.split() else "base"
+    except OSError:
+        pass
+    return "base"
+
+
 def _tool_versions() -> dict:
     """What the compiled module's binary interface depends on (part of the key). The C
     compiler is not: any compiler's build of the same source and flags serves, so a warm cache
@@ -133,6 +151,7 @@ def _tool_versions() -> dict:
         "platform": platform.platform(),
         "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
         "cython": Cython.__version__,
+        "vector": vector_extension(),
     }
 
 

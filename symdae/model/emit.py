@@ -32,6 +32,7 @@ from typing import Callable
 
 import sympy as sp
 
+from ..errors import InputError
 from .derivation import DerivedSystem
 from .kernels import (
     ABI_VERSION,
@@ -51,7 +52,8 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH
            "GRAPH_MIN_ROW_NODES", "hoist_time_terms",
            "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
            "tree_size", "use_graph", "REFRESH_HORIZON", "REFRESH_HORIZON_GRAPH",
-           "LANE_KERNELS", "lane_batches", "seeded_lanes", "lane_ranges", "LaneStatement"]
+           "LANE_KERNELS", "lane_batches", "seeded_lanes", "lane_ranges", "LaneStatement",
+           "VECTOR_WIDTH"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
@@ -61,6 +63,12 @@ GRAPH_MIN_ROW_NODES = 100
 WIDE_TERMS = 64          # a graph module's sums and products are computed in parts of this many
 _STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes on the heap
 MAX_LANES = 32            # directions one vector call of dir_residual computes at most
+# doubles per vector instruction of the vector dir_residual, by the instruction set it is
+# compiled for: "base" is the compiler's default for the platform (SSE2 on x86-64); "avx2"
+# compiles its functions for AVX2 (four doubles), without FMA, so every lane rounds as in
+# the base code (the 20-link cart: 55 -> 47 us per step)
+VECTOR_WIDTH = {"base": 2, "avx2": 4}
+_VECTOR_ATTRIBUTE = {"base": "", "avx2": '__attribute__((target("avx2"))) '}
 # Newton's refresh horizon (newton.pxd: refresh K when more than this many further iterations
 # are predicted): a tree module's K is one kernel of about a residual's cost; a graph module
 # forms K by a vector pass over the whole residual program, several residuals' worth (the
@@ -536,14 +544,14 @@ def _column_lines(name: str, sizes: Sizes, deps: dict) -> list:
             + ["    free(d);", "}"])
 
 
-def lane_count(sizes: Sizes, deps: dict) -> int:
+def lane_count(sizes: Sizes, deps: dict, width: int = 2) -> int:
     """Lanes of the vector dir_residual (its directions per call): the Newton matrix's column
-    groups (the kernel of every Newton refresh takes one call), made even (SSE2 takes two
-    doubles), at most MAX_LANES. The Jacobians of the derivative sweeps take as many calls as
-    their column groups fill."""
+    groups (the kernel of every Newton refresh takes one call), made a multiple of ``width``
+    (the doubles one vector instruction takes: VECTOR_WIDTH), at most MAX_LANES. The
+    Jacobians of the derivative sweeps take as many calls as their column groups fill."""
     groups = sum(len(color_columns(cp, deps["dir_residual"]))
                  for cp in column_passes("newton", sizes))
-    return max(2, min(MAX_LANES, groups + groups % 2))
+    return max(width, min(MAX_LANES, groups + -groups % width))
 
 
 # the column kernels that call the vector dir_residual
@@ -603,8 +611,8 @@ def seeded_lanes(sizes: Sizes, deps: dict, lanes: int) -> dict:
 class LaneStatement:
     """One statement of the vector dir_residual: ``target`` (a symbol of the program, or the
     output row) set over the lanes ``span`` = [lo, hi) (None: zero in every lane, not
-    written), as ``parts``: [(lanes, terms)], the first over the whole span (no terms: zero),
-    the others added over their narrower lanes."""
+    written), as ``parts``: [(lanes, terms)] in order, each summed over its lanes onto what
+    the earlier parts left there (zero where none did)."""
 
     target: object
     expr: sp.Expr
@@ -612,46 +620,50 @@ class LaneStatement:
     parts: tuple
 
 
-def lane_ranges(items: list, lane_symbols: dict, lanes: int, free: FreeSymbols) -> list | None:
+def lane_ranges(items: list, lane_symbols: dict, lanes: int, free: FreeSymbols,
+                width: int = 2) -> list | None:
     """The statements of the vector dir_residual over the lanes where they can be nonzero.
 
     ``items``: [(target, expression)] in order, every expression linear in the lane symbols;
     ``lane_symbols``: {direction symbol: the lanes it is seeded in}. A statement's value in a
     lane is zero where none of its terms' operands can be nonzero, so it is computed over the
-    hull of its terms' lane ranges, each term added only over its operand's (ranges made
-    even: two lanes per SSE2 instruction). Terms spanning the hull are summed first in their
-    order, the others after them, grouped by range: lane by lane, the sum of the nonzero
-    terms in that order. None when a term is not a multiple of one lane symbol (the
-    statements are then computed over every lane)."""
-    span: dict = {}
-    for sym, seeded in lane_symbols.items():
-        if seeded:
-            span[sym] = (min(seeded) - min(seeded) % 2, max(seeded) + 1 + (max(seeded) + 1) % 2)
+    hull of its terms' lane ranges (its span), each term added only over its operand's
+    (ranges made multiples of ``width``, the lanes of one vector instruction). Lane by lane
+    the nonzero terms are summed in one order, by their operands' exact ranges (lowest first
+    lane, then widest, then the expression's order), whatever ``width``: builds for
+    different vector widths compute the same numbers. ``parts``: runs of that order that
+    share a rounded range, one loop each. None when a term is not a multiple of one lane
+    symbol (the statements are then computed over every lane)."""
+    def rounded(r):
+        return (r[0] - r[0] % width, r[1] + -r[1] % width)
+
+    exact = {sym: (min(seeded), max(seeded) + 1)
+             for sym, seeded in lane_symbols.items() if seeded}
     known = set(lane_symbols)
     out = []
     for target, e in items:
         ranged = []
-        for term in sp.Add.make_args(e):
+        for k, term in enumerate(sp.Add.make_args(e)):
             ops = [s for s in free(term) if s in known]
             if len(ops) > 1 or (ops and not _linear_in(term, ops[0])):
                 return None
-            r = span.get(ops[0]) if ops else (0, lanes)
+            r = exact.get(ops[0]) if ops else (0, lanes)
             if r is not None:
-                ranged.append((r, term))
+                ranged.append(((r[0], -r[1], k), r, term))
+        known.add(target)
         if not ranged:
             out.append(LaneStatement(target, e, None, ()))
-            known.add(target)
             continue
-        hull = (min(r[0] for r, _ in ranged), max(r[1] for r, _ in ranged))
-        first = tuple(t for r, t in ranged if r == hull)
-        rest: dict = {}
-        for r, t in ranged:
-            if r != hull:
-                rest.setdefault(r, []).append(t)
-        parts = ((hull, first),) + tuple((r, tuple(ts)) for r, ts in sorted(rest.items()))
-        out.append(LaneStatement(target, e, hull, parts))
-        span[target] = hull
-        known.add(target)
+        ranged.sort(key=lambda item: item[0])
+        parts: list = []
+        for _, r, term in ranged:
+            if parts and parts[-1][0] == rounded(r):
+                parts[-1][1].append(term)
+            else:
+                parts.append((rounded(r), [term]))
+        exact[target] = (min(r[0] for _, r, _ in ranged), max(r[1] for _, r, _ in ranged))
+        out.append(LaneStatement(target, e, rounded(exact[target]),
+                                 tuple((r, tuple(ts)) for r, ts in parts)))
     return out
 
 
@@ -668,7 +680,8 @@ _LANE_ARGS = ("const symdae_args* x, const double* restrict D, const double* res
 
 def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d: int,
                         n_partials: int, ds, arrays: dict, chunk_ops: int,
-                        free: FreeSymbols, seeded: dict | None = None) -> tuple:
+                        free: FreeSymbols, seeded: dict | None = None,
+                        vector: str = "base") -> tuple:
     """(lines, scratch doubles): dir_residual in vector mode. Every statement is a loop over
     the lanes (``lanes`` directions at once: D[i * lanes + c] is entry i of direction c,
     R[i * lanes + c] its output row i, T the assignments' rows), reading the partial
@@ -691,7 +704,7 @@ def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d
     plan = None
     if seeded is not None:
         plan = lane_ranges(items, {w: seeded.get(i, set()) for i, w in enumerate(direction)},
-                           lanes, free)
+                           lanes, free, VECTOR_WIDTH[vector])
     if plan is None:
         plan = [LaneStatement(t, e, (0, lanes), (((0, lanes), sp.Add.make_args(e)),))
                 for t, e in items]
@@ -719,7 +732,8 @@ def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d
            f"{n_written} shared assignments, {len(groups)} chunk(s), {lanes} lanes"]
     for g, grp in enumerate(groups):
         used = set().union(*(free(st.expr) for st in grp))
-        out += [f"static void _k_dir_residual_{g}({_LANE_ARGS}) {{", "    int c;"]
+        out += [f"{_VECTOR_ATTRIBUTE[vector]}static void _k_dir_residual_{g}({_LANE_ARGS}) {{",
+                "    int c;"]
         if ds.symbols.t in used:
             out.append("    const double t = x->t;")
         out += [f"    const double* {arr} = x->{arr};" for arr, syms in arrays.items()
@@ -734,12 +748,12 @@ def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d
 
 def _lane_statement(st: LaneStatement, target: str, printer: CPrinter) -> list:
     """The loops of one statement of the vector dir_residual (lane_ranges): a part over lanes
-    no earlier part set assigns, the others add to what is there (lanes that no earlier part
-    set are zeroed first), lanes of the span that no part covers are zeroed."""
+    no earlier part set assigns, a part over lanes one did adds to them (its other lanes
+    zeroed first), and the span's lanes no part covers are zeroed."""
     def loop(lanes, rhs):
         return f"    for (c = {lanes[0]}; c < {lanes[1]}; c++) {target} = {rhs};"
 
-    if len(st.parts) == 1 and len(st.parts[0][1]) == len(sp.Add.make_args(st.expr)):
+    if len(st.parts) == 1 and st.parts[0][1] == sp.Add.make_args(st.expr):
         return [loop(st.span, printer.doprint(st.expr))]
     lines, assigned = [], set()
 
@@ -754,8 +768,6 @@ def _lane_statement(st: LaneStatement, target: str, printer: CPrinter) -> list:
         assigned.update(gap)
 
     for lanes, terms in st.parts:
-        if not terms:
-            continue
         rhs = [printer.doprint(t) for t in terms]
         if assigned.isdisjoint(range(*lanes)):
             lines.append(loop(lanes, " + ".join(rhs)))
@@ -821,11 +833,17 @@ def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
 
 
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
-                chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None) -> str:
+                chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None,
+                vector: str = "base") -> str:
     """Return the Cython source of the kernel module for ``ds`` (deterministic). ``graph``:
     derivative kernels formed on the residual's common-subexpression graph (graph_kernels.py)
     instead of from the expanded Jacobians; by default when the residual is large
-    (:func:`use_graph`)."""
+    (:func:`use_graph`). ``vector``: the vector instructions a graph module's vector
+    dir_residual is compiled for (VECTOR_WIDTH; the builder passes what its machine has,
+    compilation.cache.vector_extension, which is part of the cache key)."""
+    if vector not in VECTOR_WIDTH:
+        raise InputError(f"unknown vector extension {vector!r}: one of "
+                         f"{', '.join(VECTOR_WIDTH)}")
     graph = use_graph(ds) if graph is None else graph
     free = FreeSymbols()
     table = graph_kernel_table(ds, free) if graph else kernel_expressions(ds)
@@ -875,11 +893,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         direction = [sp.Symbol(f"w[{i}]", real=True) for i in range(helper_sizes(sizes)[name][0])]
         deps[name] = dependence(assigns, exprs, direction, free)
         if name == "dir_residual":
-            lanes = lane_count(sizes, deps)
+            lanes = lane_count(sizes, deps, VECTOR_WIDTH[vector])
             lines, n_t = _lane_program_lines(exprs, assigns, gprinter.slots, lanes,
                                              helper_sizes(sizes)[name][0], n_partials, ds,
                                              arrays, chunk_ops, free,
-                                             seeded_lanes(sizes, deps, lanes))
+                                             seeded_lanes(sizes, deps, lanes), vector)
             c += lines
         else:
             c += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,

@@ -15,7 +15,8 @@ import time
 import warnings
 from pathlib import Path
 
-from ..compilation.cache import build_cached, cache_key, compiler_available, compiler_command
+from ..compilation.cache import (build_cached, cache_key, compiler_available, compiler_command,
+                                 vector_extension)
 from ..errors import BuildError, InputError
 from ..model.derivation import derive
 from ..model.emit import emit_cython
@@ -37,7 +38,8 @@ def _source(model, verbose: bool = False):
     derived = derive(model)
     t1 = time.perf_counter()
     say(f"derived in {t1 - t0:.1f} s; generating the kernels")
-    text = emit_cython(derived, definition_hash=model.definition_hash())
+    text = emit_cython(derived, definition_hash=model.definition_hash(),
+                       vector=vector_extension())
     t2 = time.perf_counter()
     say(f"generated {text.count(chr(10))} lines in {t2 - t1:.1f} s")
     return text, {"derive_s": t1 - t0, "emit_s": t2 - t1}

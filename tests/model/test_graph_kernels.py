@@ -406,7 +406,8 @@ def test_lane_ranges_compute_each_statement_where_it_can_be_nonzero():
     none: z1 = 2 w0 lives in lanes [0, 2) (ranges are made even), z2 = z1 + 3 w1 in [0, 4)
     (each term over its own lanes), r = p z2 + w2 + z4 in [0, 6), z4 = 5 w3 nowhere. With
     random directions that are zero outside their seeded lanes, every lane's value is the
-    full expression's; a term that is not a multiple of one lane symbol gives no plan."""
+    full expression's (summed in the order of the terms' lane ranges); a term that is not a
+    multiple of one lane symbol gives no plan."""
     from symdae.model.emit import lane_ranges
     from symdae.model.graph import FreeSymbols
 
@@ -418,8 +419,12 @@ def test_lane_ranges_compute_each_statement_where_it_can_be_nonzero():
     spans = {st.target: st.span for st in plan}
     assert spans == {z1: (0, 2), z4: None, z2: (0, 4), r: (0, 6)}
     parts = {st.target: st.parts for st in plan}
-    assert parts[z2] == (((0, 4), ()), ((0, 2), (z1,)), ((2, 4), (3 * w[1],)))
-    assert [lanes for lanes, _ in parts[r]] == [(0, 6), (0, 4), (4, 6)]   # z4 dropped
+    assert parts[z2] == (((0, 2), (z1,)), ((2, 4), (3 * w[1],)))
+    assert parts[r] == (((0, 4), (p * z2,)), ((4, 6), (w[2],)))          # z4 dropped
+    # on four lanes per instruction: the same terms in the same order, in fewer loops
+    wide = lane_ranges(items, seeded, 8, FreeSymbols(), width=4)
+    assert [st.span for st in wide] == [(0, 4), None, (0, 4), (0, 8)]
+    assert wide[2].parts == (((0, 4), (z1, 3 * w[1])),)
 
     rng = np.random.default_rng(2)
     values = {s: np.array([rng.uniform(1, 2) if c in seeded[s] else 0.0 for c in range(6)])
@@ -476,3 +481,52 @@ def test_the_column_kernels_seed_a_column_in_the_same_lane():
     for batch in batches:
         for lane, _, cols in batch:
             assert lane == home[cols[0]]
+
+
+def test_the_vector_program_for_avx2_computes_the_same_numbers():
+    """The vector dir_residual compiled for AVX2 (four lanes per instruction, no FMA) gives
+    the Newton matrix and the Jacobians of the 5-link cart bit for bit as the base build does:
+    every lane performs the same operations in the same order. Its lanes and ranges are
+    multiples of four and only its functions carry the target attribute."""
+    from symdae.compilation.cache import vector_extension
+
+    model = cart_pendulum(5)
+    ds = symdae.derive(model)
+    source = emit_cython(ds, graph=True, vector="avx2")
+    body = source[source.index("// kernel dir_residual"):source.index("// kernel gdot")]
+    assert source.count('__attribute__((target("avx2")))') == body.count("static void "
+                                                                           "_k_dir_residual_")
+    assert "8 lanes" in body                     # 6 columns, made a multiple of four
+    loops = re.findall(r"for \(c = (\d+); c < (\d+); c\+\+\)", body)
+    assert loops and all(int(lo) % 4 == 0 == int(hi) % 4 for lo, hi in loops)
+    with pytest.raises(symdae.InputError, match="unknown vector extension 'avx512'"):
+        emit_cython(ds, graph=True, vector="avx512")
+    if vector_extension() != "avx2":
+        pytest.skip("this processor has no AVX2: the base build is checked above and in "
+                    "the other tests")
+    key = cache_key("graph kernels, avx2\0" + model.definition())
+    module, _ = build_cached(model.name + "_avx2", key, lambda: (source, {}))
+    avx2, base = CompiledBackend(module), backend_in_form(model)
+    rng = np.random.default_rng(11)
+    n = model.n
+    p = np.array(model.nominal_values, dtype=float)
+    for _ in range(3):
+        q, v, a = (rng.uniform(-1, 1, n) for _ in range(3))
+        args = (0.3, q, v, a, np.zeros(0), p, np.zeros(0))
+        for kernel in ("newton", "jacobians", "param_jacobians"):
+            extra = {"w": np.array([0.7, 1e5, 300.0])} if kernel == "newton" else {}
+            got = avx2.evaluate(kernel, *args, **extra)
+            want = base.evaluate(kernel, *args, **extra)
+            assert np.any(got != 0) and np.array_equal(got, want), kernel
+
+
+def test_the_vector_extension_is_part_of_the_cache_key(monkeypatch):
+    """A cache shared by machines with and without AVX2 keeps a build for each: the key
+    changes with compilation.cache.vector_extension."""
+    import symdae.compilation.cache as cache
+
+    keys = set()
+    for ext in ("base", "avx2"):
+        monkeypatch.setattr(cache, "vector_extension", lambda ext=ext: ext)
+        keys.add(cache.cache_key("some model"))
+    assert len(keys) == 2
