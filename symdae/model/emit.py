@@ -66,7 +66,7 @@ MAX_LANES = 32            # directions one vector call of dir_residual computes 
 # doubles per vector instruction of the vector dir_residual, by the instruction set it is
 # compiled for: "base" is the compiler's default for the platform (SSE2 on x86-64); "avx2"
 # compiles its functions for AVX2 (four doubles), without FMA, so every lane rounds as in
-# the base code (the 20-link cart: 55 -> 47 us per step)
+# the base code (the 20-link cart: 55 -> 43 us per step)
 VECTOR_WIDTH = {"base": 2, "avx2": 4}
 _VECTOR_ATTRIBUTE = {"base": "", "avx2": '__attribute__((target("avx2"))) '}
 # Newton's refresh horizon (newton.pxd: refresh K when more than this many further iterations
