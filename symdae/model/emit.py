@@ -572,22 +572,19 @@ def lane_batches(name: str, sizes: Sizes, deps: dict, lanes: int) -> list:
                 for i in range(0, len(groups), lanes)]
     if name == "newton":
         return in_order
-    home = {}
-    for b, batch in enumerate(lane_batches("newton", sizes, deps, lanes)):
-        for lane, k, cols in batch:
-            if k == 0:
-                home.update({j: lane for j in cols})
+    home = {j: lane for batch in lane_batches("newton", sizes, deps, lanes)
+            for lane, k, cols in batch if k == 0 for j in cols}
     calls: list = []                 # [{lane: (pass, columns)}]
     for k, cols in groups:
         want = home.get(cols[0])
+        candidates = range(lanes) if want is None else (want,)
         for call in calls:
-            free_lanes = [want] if want is not None else range(lanes)
-            lane = next((c for c in free_lanes if c not in call), None)
+            lane = next((c for c in candidates if c not in call), None)
             if lane is not None:
                 call[lane] = (k, cols)
                 break
         else:
-            calls.append({want if want is not None else 0: (k, cols)})
+            calls.append({candidates[0]: (k, cols)})
     if len(calls) > len(in_order):
         return in_order
     return [[(c, *call[c]) for c in sorted(call)] for call in calls]
@@ -680,8 +677,7 @@ _LANE_ARGS = ("const symdae_args* x, const double* restrict D, const double* res
 
 def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d: int,
                         n_partials: int, ds, arrays: dict, chunk_ops: int,
-                        free: FreeSymbols, seeded: dict | None = None,
-                        vector: str = "base") -> tuple:
+                        free: FreeSymbols, seeded: dict, vector: str = "base") -> tuple:
     """(lines, scratch doubles): dir_residual in vector mode. Every statement is a loop over
     the lanes (``lanes`` directions at once: D[i * lanes + c] is entry i of direction c,
     R[i * lanes + c] its output row i, T the assignments' rows), reading the partial
@@ -690,8 +686,7 @@ def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d
     against one call per direction, the 20-link cart's Newton matrix took 27 instead of 62
     us (the partials are loaded once per statement, two lanes per instruction).
 
-    ``seeded``: {direction entry: lanes} (seeded_lanes). With it, a statement runs only over
-    the lanes where it can be nonzero and its terms over their operands' (lane_ranges), an
+    ``seeded``: {direction entry: lanes} (seeded_lanes). A statement runs only over the lanes where it can be nonzero and its terms over their operands' (lane_ranges), an
     assignment's row in T holds only those lanes, and a bare copy is read where it was
     made. In joint angles a link's absolute angle depends on the joints before it, so the
     tangents are triangular in the lanes: the 20-link cart's dir_residual does 167 000
@@ -701,11 +696,9 @@ def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d
     needed, outs = split_wide(needed, [e for _, e in entries], WIDE_TERMS)
     items = list(needed) + [(("R", i), e) for (i, _), e in zip(entries, outs)]
     direction = [sp.Symbol(f"w[{i}]", real=True) for i in range(n_d)]
-    plan = None
-    if seeded is not None:
-        plan = lane_ranges(items, {w: seeded.get(i, set()) for i, w in enumerate(direction)},
-                           lanes, free, VECTOR_WIDTH[vector])
-    if plan is None:
+    plan = lane_ranges(items, {w: seeded.get(i, set()) for i, w in enumerate(direction)},
+                       lanes, free, VECTOR_WIDTH[vector])
+    if plan is None:                    # a term not linear in one lane symbol: every lane
         plan = [LaneStatement(t, e, (0, lanes), (((0, lanes), sp.Add.make_args(e)),))
                 for t, e in items]
     lane_slots = dict(slots)
@@ -714,10 +707,10 @@ def _lane_program_lines(exprs: list, assigns: list, slots: dict, lanes: int, n_d
                        for j in range(n_partials)})
     n_t, written = 0, []
     for st in plan:
+        if st.span is None:             # zero in every lane: not written (R starts zeroed)
+            continue
         if isinstance(st.target, tuple):
             lane_slots[st.target] = f"R[{st.target[1] * lanes} + c]"
-        elif st.span is None:
-            continue
         elif st.expr in lane_slots and len(st.parts) == 1 and st.parts[0][1] == (st.expr,):
             lane_slots[st.target] = lane_slots[st.expr]      # a copy: read the original
             continue
