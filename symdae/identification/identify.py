@@ -281,9 +281,10 @@ def identification_estimate(experiment, n_free: int, method: str,
     else:
         budget = experiment.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
         shrink = "a larger h, a shorter run or a smaller memory_budget (checkpointing)"
-        if points * sizes.row_bytes <= budget:
+        if points * sizes.gradient_row_bytes <= budget:     # checkpoint.plan's test
             phases.append(MemoryEstimate(f"{name} (cost and adjoint gradient)", points,
-                                         forward + cost_step, cost_fixed, shrink))
+                                         forward_bytes(sizes, sc.scheme, time_terms=True)
+                                         + cost_step, cost_fixed, shrink))
         else:
             phases.append(MemoryEstimate(f"{name} (cost and checkpointed adjoint gradient)",
                                          points, 8 * (1 + sizes.n_s) + cost_step,

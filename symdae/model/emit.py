@@ -11,8 +11,12 @@ block is introduced by a comment naming it (spec names only, never a user's symb
 
 Costly subexpressions that depend only on (t, p, u), such as an excitation A sin(w C^t t), are
 hoisted out of the kernels into ``time_terms`` (those the forward kernels need) and
-``time_terms_sensitivity`` (those only the derivative kernels need). The core evaluates them
-once per time step into ``x.tau``; the Newton iterations of that step then reuse them.
+``time_terms_sensitivity`` (all of them: those only the derivative kernels need as well). The
+core evaluates them once per time step into ``x.tau``; the Newton iterations of that step then
+reuse them. Both kernels print from one common-subexpression pass over all the terms
+(_time_terms_lines): a derivative term shares the excitation's sin and C^t with the forward
+ones, so a sweep that needs both calls only the second, and the forward terms it writes are
+those of ``time_terms`` bit for bit.
 
 A model whose residual is large (more than GRAPH_MIN_NODES tree nodes, in rows of more than
 GRAPH_MIN_ROW_NODES on average: use_graph) gets graph kernels
@@ -390,6 +394,19 @@ def _program_lines(name: str, exprs: list, accumulate: bool, assigns: list, prin
     if len(shared) <= _STACK_DOUBLES:
         return out + [f"    double z[{max(len(shared), 1)}];"] + calls + ["}"]
     return out + _heap_lines("z", len(shared), len(exprs)) + calls + ["    free(z);", "}"]
+
+
+def _time_terms_lines(tau_fwd: list, tau_sens: list, printer, ds, arrays, blocks,
+                      chunk_ops: int, free: FreeSymbols) -> dict:
+    """{kernel name: lines} of time_terms (the forward terms) and time_terms_sensitivity (all
+    of them) from one CSE over all of them: the second shares the first's costly
+    subexpressions (sin, pow) instead of evaluating them again, and prints the forward terms
+    from the same assignments, so both kernels compute them alike, bit for bit."""
+    assigns, reduced = _cse(list(tau_fwd) + list(tau_sens))
+    return {name: _program_lines(name, exprs, False, assigns, printer, ds, arrays, blocks,
+                                 chunk_ops, free)
+            for name, exprs in (("time_terms", reduced[:len(tau_fwd)]),
+                                ("time_terms_sensitivity", reduced))}
 
 
 def column_helpers(name: str) -> tuple:
@@ -843,7 +860,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     table, tau, tau_fwd, tau_sens = hoist_time_terms(
         ds, table, free, [h for h, fwd in HELPERS.items() if fwd])
     table["time_terms"] = (tau_fwd, False, [])
-    table["time_terms_sensitivity"] = ([sp.S.Zero] * len(tau_fwd) + tau_sens, False, [])
+    table["time_terms_sensitivity"] = (tau_fwd + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
     n_partials = len(table["residual_partials"][0]) if graph else 0
@@ -896,7 +913,12 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
             c += _program_lines(name, exprs, False, assigns, gprinter, ds, arrays,
                                 {"r": (0, len(exprs), (len(exprs),))}, chunk_ops, free, primal)
         c.append("")
+    time_lines = _time_terms_lines(tau_fwd, tau_sens, gprinter if graph else printer, ds,
+                                   arrays, {"tau": (0, len(tau), (len(tau),))}, chunk_ops, free)
     for spec in KERNELS:
+        if spec.name in time_lines:
+            c += time_lines[spec.name] + [""]
+            continue
         if graph and spec.name in COLUMN_KERNELS:
             if column_helpers(spec.name)[-1] == "dir_residual":
                 c += _lane_column_lines(spec.name, sizes, deps, n_partials, lanes, n_t) + [""]

@@ -69,6 +69,12 @@ class Sizes:
         return 8 * (1 + self.nx + self.n_s + self.n_u)
 
     @property
+    def gradient_row_bytes(self) -> int:
+        """Bytes a gradient run keeps per step: the trajectory's row and the time terms the
+        adjoint reads instead of evaluating them again."""
+        return self.row_bytes + 8 * self.n_tau
+
+    @property
     def factor_bytes(self) -> int:
         """Bytes of one step's stored factorisation: the (n+m)^2 LU, its nm + 1 int pivots
         and the time terms."""
@@ -315,7 +321,8 @@ KERNELS = (
     KernelSpec("time_terms", (_b("tau", "n_tau"),), forward=True, internal=True,
                doc="the hoisted (t, p, u)-only terms the forward kernels read"),
     KernelSpec("time_terms_sensitivity", (_b("tau", "n_tau"),), internal=True,
-               doc="the hoisted terms only the derivative kernels read (the rest of tau)"),
+               doc="all the hoisted terms: the forward ones (as time_terms computes them, bit "
+                   "for bit) and those only the derivative kernels read"),
 )
 
 KERNEL_NAMES = tuple(k.name for k in KERNELS)

@@ -73,7 +73,7 @@ def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
     budget = int(DEFAULT_MEMORY_FRACTION * physical_memory()) if budget is None else budget
     if not isinstance(budget, (int, np.integer)) or budget <= 0:
         raise InputError(f"memory budget must be a positive number of bytes, got {budget!r}")
-    row, ck = sizes.row_bytes, _checkpoint_bytes(sizes)
+    row, ck = sizes.gradient_row_bytes, _checkpoint_bytes(sizes)
     if (steps + 1) * row <= budget:
         return MemoryPlan(steps, steps, 1, (steps + 1) * row, 0, budget)
     # half the budget for one segment's states, half for the checkpoints
@@ -105,14 +105,16 @@ class GradientRun:
     recomputed_steps: int
 
 
-def _segments(system, sc: Scenario, p, U, x0, mplan: MemoryPlan):
-    """Forward pass: yield (checkpoint, forward result) per segment."""
+def _segments(system, sc: Scenario, p, U, x0, mplan: MemoryPlan, gradient: bool = False):
+    """Forward pass: yield (checkpoint, forward result) per segment; with ``gradient`` the
+    last segment (where the adjoint starts, without recomputing it) keeps its time terms."""
     state, restart, i0 = (x0.q, x0.v, x0.a, x0.lam, x0.a), None, 0
     while i0 < mplan.steps:
         length = min(mplan.segment, mplan.steps - i0)
         grid = sc.grid(length, i0)
         fwd = system.backend.forward(grid, p, U[i0:i0 + length + 1], state, sc.rtol,
-                                     sc.max_iter, False, restart)
+                                     sc.max_iter, False, restart,
+                                     time_terms=gradient and i0 + length == mplan.steps)
         if not fwd.report.ok:
             system._raise(fwd.report, sc.grid())
         yield _Checkpoint(i0, state, restart), fwd
@@ -120,10 +122,11 @@ def _segments(system, sc: Scenario, p, U, x0, mplan: MemoryPlan):
         restart, i0 = fwd.restart, i0 + length
 
 
-def _recompute(system, sc: Scenario, p, U, ck: _Checkpoint, length: int):
+def _recompute(system, sc: Scenario, p, U, ck: _Checkpoint, length: int,
+               time_terms: bool = False):
     grid = sc.grid(length, ck.step)
     fwd = system.backend.forward(grid, p, U[ck.step:ck.step + length + 1], ck.state, sc.rtol,
-                                 sc.max_iter, False, ck.restart)
+                                 sc.max_iter, False, ck.restart, time_terms=time_terms)
     if not fwd.report.ok:     # it ran before: only a non-deterministic model gets here
         raise SimulationError(f"recomputing the segment from step {ck.step} failed: "
                               f"{fwd.report}")
@@ -173,7 +176,8 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
     sz = system.sizes
     mplan = plan(sz, sc.n_steps, memory_budget)
     if not mplan.recomputes:
-        traj = system.simulate(sc, params=params)
+        # the adjoint reads the time terms the forward sweep keeps (plan counts them)
+        traj = system.simulate(sc, params=params, keep_time_terms=gradient)
         J, dS = cost.evaluate(system, traj)
         grad = adjoint_gradient(system, traj, dS) if gradient else None
         return GradientRun(float(J), grad, traj, mplan, 0)
@@ -186,7 +190,7 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
         refuse_projected(x0)
     S = np.empty((sc.n_steps + 1, sz.n_s))
     checkpoints, counters = [], Counters()
-    for ck, fwd in _segments(system, sc, p, U, x0, mplan):
+    for ck, fwd in _segments(system, sc, p, U, x0, mplan, gradient):
         checkpoints.append(ck)
         S[ck.step:ck.step + fwd.grid.N + 1] = fwd.S
         counters = counters + fwd.report.counters
@@ -210,7 +214,7 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
         if k == len(checkpoints) - 1:
             fwd = last
         else:
-            fwd = _recompute(system, sc, p, U, ck, length)
+            fwd = _recompute(system, sc, p, U, ck, length, time_terms=True)
             recomputed += length
         res = system.backend.adjoint(fwd, dS[ck.step:ck.step + length + 1], carry,
                                      last=k == len(checkpoints) - 1, first=k == 0)

@@ -133,7 +133,7 @@ class System:
     # ------------------------------------------------------------------ forward
     def simulate(self, scenario: Scenario | Mapping | None = None, *,
                  params: Mapping | None = None, store_factorizations: bool = False,
-                 **fields) -> Trajectory:
+                 keep_time_terms: bool = False, **fields) -> Trajectory:
         """Integrate with the HHT scheme of the discrete-adjoint paper, eq. (15).
 
         Parameters
@@ -146,20 +146,27 @@ class System:
             {name: value} overriding the nominal values. Never triggers a recompile.
         store_factorizations:
             Keep the factorised Newton matrix of every step for tangent/adjoint sweeps.
+        keep_time_terms:
+            Keep only the hoisted time terms (excitations and their derivatives, functions
+            of t and p) of every step: an adjoint sweep that follows reads them instead of
+            evaluating them again (what :func:`~symdae.simulation.checkpoint.cost_and_gradient`
+            does). Implied by ``store_factorizations``.
 
         Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,
         NewtonError or SimulationError with the time step and residual.
         """
         with one_blas_thread():
             return self._simulate(Scenario.make(scenario, **fields), params,
-                                  store_factorizations)
+                                  store_factorizations, keep_time_terms)
 
-    def _simulate(self, sc: Scenario, params, store_factorizations: bool) -> Trajectory:
+    def _simulate(self, sc: Scenario, params, store_factorizations: bool,
+                  keep_time_terms: bool = False) -> Trajectory:
         t_start = time.perf_counter()
         model, sz = self.model, self.sizes
         MemoryEstimate("the trajectory" + (" and its stored factorisations"
                                            if store_factorizations else ""),
-                       sc.n_steps + 1, forward_bytes(sz, sc.scheme, store_factorizations)
+                       sc.n_steps + 1, forward_bytes(sz, sc.scheme, store_factorizations,
+                                                     keep_time_terms)
                        ).check()
         t = sc.times
         p = self.parameter_vector(params)
@@ -168,7 +175,8 @@ class System:
                            tol=sc.init_tol, project=sc.project)
         grid = sc.grid()
         fwd = self.backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol,
-                                   sc.max_iter, store_factorizations)
+                                   sc.max_iter, store_factorizations,
+                                   time_terms=keep_time_terms)
         if not fwd.report.ok:
             self._raise(fwd.report, grid)
         self._check_outputs(fwd.S, t)

@@ -200,7 +200,9 @@ def test_identify_refuses_a_pod_fit_by_its_snapshots(oscillator, small_memory):
     est = identification_estimate(exp, 2, "L-BFGS-B")
     # the larger of the data's POD (6 x 3 outputs + 2) and an evaluation (3 + 2 + 3 + 9 + 6)
     assert cost.memory(oscillator.sizes, LONG) == (8 * 23, 0)
-    assert est.per_step == 8 * (8 + 23)          # no least-squares term: no statistics
+    # the trajectory (8 doubles a step) and the time terms the adjoint reads, and the cost's;
+    # no least-squares term: no statistics
+    assert est.per_step == 8 * (8 + oscillator.sizes.n_tau + 23)
     msg = _refused_at_once(lambda: symdae.identify(exp, ["c", "d"], method="L-BFGS-B",
                                                    progress=False), est.total)
     assert "(cost and adjoint gradient)" in msg

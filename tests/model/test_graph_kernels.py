@@ -25,7 +25,7 @@ from symdae.model.graph import adjoint, straight_line, tangent
 from symdae.model.kernels import KERNELS
 from symdae.simulation.backends.compiled import CompiledBackend
 
-from test_kernel_spec import check_declared_time_terms
+from test_kernel_spec import check_declared_time_terms, check_time_terms_are_all_of_them
 from test_kernels import MODELS, case, central, check_against_reference
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -65,9 +65,11 @@ def test_graph_kernels_equal_tree_kernels(name):
 @pytest.mark.parametrize("name", ["engine_mount", "slider_crank"])
 def test_graph_kernels_declare_the_time_terms_they_read(name):
     """A column kernel reads the time terms of the helper programs it calls, a program kernel
-    those of its assignments: with the undeclared ones NaN, every kernel's output is exact."""
+    those of its assignments: with the undeclared ones NaN, every kernel's output is exact;
+    the sensitivity kernel writes all of them, the forward ones as the forward kernel does."""
     c = case(name)
     check_declared_time_terms(graph_case(name).kernels, c.sizes, c.model.nominal_values)
+    check_time_terms_are_all_of_them(graph_case(name).kernels, c.sizes, c.model.nominal_values)
 
 
 def test_tangent_and_adjoint_are_the_chain_rule():

@@ -114,3 +114,35 @@ def test_time_terms_are_declared_where_the_engine_mount_reads_them():
     reads = {name: k.tau_reads(i) for i, name in enumerate(KERNEL_NAMES)}
     assert reads["residual"] & 1 and reads["param_jacobians"] == 2
     assert reads["newton"] == reads["jacobians"] == 0
+
+
+
+def check_time_terms_are_all_of_them(k, sz, nominal) -> None:
+    """time_terms_sensitivity of the compiled kernels ``k`` writes every time term, the
+    forward ones bit for bit as time_terms does (the core calls only it where a sweep reads
+    both)."""
+    idx = {s: KERNEL_NAMES.index(s) for s in ("time_terms", "time_terms_sensitivity")}
+    rng = np.random.default_rng(3)
+    args = [rng.uniform(0.1, 0.2, max(size, 1)) for size in (sz.n, sz.n, sz.n, sz.m)]
+    args += [np.array(nominal, dtype=float), rng.uniform(0.1, 0.2, max(sz.n_u, 1))]
+    for t in (0.0, 0.37, 1.9):
+        fwd = k.evaluate(idx["time_terms"], t, *args, np.zeros(1), 0)
+        full = k.evaluate(idx["time_terms_sensitivity"], t, *args, np.zeros(1), 0)
+        n_fwd = int(np.flatnonzero(fwd)[-1]) + 1
+        np.testing.assert_array_equal(full[:n_fwd], fwd[:n_fwd])
+        assert np.all(np.isfinite(full)) and np.count_nonzero(full[n_fwd:]) > 0
+
+
+@pytest.mark.parametrize("name", ["engine_mount", "four_cylinder_tvd"])
+def test_sensitivity_time_terms_are_all_of_them(name):
+    """time_terms_sensitivity evaluates every time term, each costly function once: the
+    engine mount's excitation sin(omega0 C^t t) and C^t appear once in it, though the
+    forward term and four derivative terms read them."""
+    model = symdae.load_model(name)[0]
+    if name == "engine_mount":
+        source = symdae.emit_cython(symdae.derive(model))
+        body = source.split("// kernel time_terms_sensitivity:")[1].split("\n    }\n")[0]
+        assert body.count("sin(") == 1 and body.count("pow(") == 1 and body.count("cos(") == 1
+    system = symdae.compile_model(model)
+    check_time_terms_are_all_of_them(system.backend.kernels, system.sizes,
+                                     model.nominal_values)

@@ -17,7 +17,7 @@ from symdae.model.kernels import Sizes
 def budget_for(system, steps: int, segments: int) -> int:
     """A budget that makes about ``segments`` segments of a ``steps``-step run."""
     sz = system.sizes
-    return max(2 * sz.row_bytes * (steps // segments + 2),
+    return max(2 * sz.gradient_row_bytes * (steps // segments + 2),
                2 * (segments + 1) * _checkpoint_bytes(sz))
 
 

@@ -29,13 +29,16 @@ consistent_start(t0, q0, v0, p, u0, tol) -> (a0, lam0) or None
     general path of :func:`symdae.simulation.initial.initial_state` (constraints met within
     ``tol``, no massless rows, a regular initialisation matrix), else None: that path then
     computes them or names what failed. The NumPy backend always returns None.
-forward(grid, p, U, x0, rtol, max_iter, store, restart=None) -> ForwardResult
+forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -> ForwardResult
     Takes the grid (t0, h, N, alpha, the index i0 of its first step: times t0 + (i0 + j) h, and
     the scheme, one of ``SCHEMES``), parameters p (n_p,), inputs U (N+1, n_u), the consistent
     state x0 = (q, v, a, lam[, w]) at step i0 (w: the algorithmic acceleration, a at the start
     of a run), the Newton tolerance and iteration cap, whether to keep what the derivative sweeps would
     otherwise recompute (factorisations, time terms), and for a run continued from a checkpoint
     a :class:`Restart` (what makes the continuation take the very steps of one long run).
+    ``time_terms``: keep only the hoisted time terms of every step (``store`` keeps them too),
+    which an adjoint would otherwise evaluate again at every step, at the price of n_tau
+    doubles per step (a backend without hoisted terms keeps nothing).
     Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
     and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
     the Restart at its last step. A failed sweep is a report with status other than ``ok``,

@@ -131,7 +131,8 @@ class CompiledBackend:
 
     # ------------------------------------------------------------------ sweeps
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
-                store: bool, restart: Restart | None = None) -> ForwardResult:
+                store: bool, restart: Restart | None = None,
+                time_terms: bool = False) -> ForwardResult:
         sz, N = self.sizes, grid.N
         nm = sz.n + sz.m
         first = 0 if restart is None else restart.history.shape[0]
@@ -152,6 +153,8 @@ class CompiledBackend:
         if store:   # every entry is written by the sweep
             saved = (pool.empty((rows, nm, nm)), pool.empty((rows, nm + 1), dtype=np.intc),
                      pool.empty((rows, sz.n_tau)))
+        elif time_terms and sz.n_tau:
+            saved = (None, None, pool.empty((rows, sz.n_tau)))
         else:
             saved = (None, None, None)
         p_arg = _vec(p, sz.n_p, "p", "forward")
@@ -168,7 +171,8 @@ class CompiledBackend:
         part = slice(first, None)
         return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
                              Q[part], V[part], A[part], L[part], S[part], report,
-                             tuple(x[part] for x in saved) if store else None, end, order,
+                             tuple(None if x is None else x[part] for x in saved)
+                             if any(x is not None for x in saved) else None, end, order,
                              None if W is A else W[part])
 
     def _saved(self, fwd: ForwardResult):

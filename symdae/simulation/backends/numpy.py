@@ -169,7 +169,9 @@ class NumpyBackend:
 
     # ------------------------------------------------------------------ forward
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
-                store: bool, restart: Restart | None = None) -> ForwardResult:
+                store: bool, restart: Restart | None = None,
+                time_terms: bool = False) -> ForwardResult:
+        # time_terms: nothing to keep (this backend evaluates the expressions whole)
         sz, c, N = self.sizes, Scheme.of(grid), grid.N
         n, m, nm = sz.n, sz.m, sz.nm
         p = np.asarray(p, dtype=float)

@@ -52,16 +52,17 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
     for k in range(m):
         r[n + k] = lb[k]
     apply_t(lu, LU, piv, r)
-    for k in range(nm):
-        r[k] = -r[k]
-    # predictor adjoints: role of x_{i+1} as the new state of step i -> i+1
-    memcpy(qh, qb, n * sizeof(double))
-    memcpy(vh, vb, n * sizeof(double))
+    # predictor adjoints: role of x_{i+1} as the new state of step i -> i+1 (one pass per
+    # block: at n of a few, loop overhead is most of the work)
     for k in range(n):
+        r[k] = -r[k]
+        qh[k] = qb[k]
+        vh[k] = vb[k]
         w.wv[k] = c.cM * r[k]
         w.wv[n + k] = r[k]
         w.wv[2 * n + m + k] = 0.0
     for k in range(m):
+        r[n + k] = -r[n + k]
         w.wv[2 * n + k] = r[n + k] / c.s
     call(km, SYMDAE_STATE_VJP, x1, w.wv, w.hat)
     # x_i as the old state of step i -> i+1

@@ -408,14 +408,13 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     cdef int n = km.n, nm = km.n + km.m, pivot
     set_state(x, tr, i)
     if fresh:
-        time_terms(km, x, w.tau, False)
+        time_terms(km, x, w.tau, w.all_terms)
         call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
     x.tau = w.tau
     memcpy(w.gprev, w.res + n, n * sizeof(double))
     call(km, SYMDAE_OUTPUTS, x, NULL, S + i * km.n_s)
-    if f.TAU != NULL:
+    if f.TAU != NULL:       # w.all_terms: the step evaluated all of them
         memcpy(f.TAU + i * f.n_tau, w.tau, f.n_tau * sizeof(double))
-        call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, f.TAU + i * f.n_tau)
     if f.LU != NULL:
         LU[0] = f.LU + i * nm * nm
         piv[0] = f.piv + i * (nm + 1)
@@ -469,6 +468,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     carve_newton(&arena, &w, n, m, K.n_tau)
     carve_factors(&arena, &f)
     arena_check(&arena, mem)
+    w.all_terms = f.TAU != NULL
     x.p = &p[0]
     rep.pivot = -1
     memcpy(w.nu, &carry[0], nm * sizeof(double))

@@ -85,6 +85,8 @@ cdef struct NewtonWork:
     double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
     int* pr
     double* tau      # time terms at t_{i+1}
+    bint all_terms   # ... all of them (the sweep stores them for derivative sweeps), else
+                     # the forward ones the Newton iterations read
     double* ys       # switch_search: the segment's ends, the previous correction and the
                      # iterate it started from (4 nm)
 
@@ -290,7 +292,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     x.a = w.y
     x.lam = w.y + n
     x.u = u1
-    time_terms(km, x, w.tau, False)      # once per step: the Newton iterations share it
+    time_terms(km, x, w.tau, w.all_terms)  # once per step: the Newton iterations share it
     for j in range(max_iter):
         rnorm = residual_at(km, x, c, w, out)
         if j == 1 or not have_noise:

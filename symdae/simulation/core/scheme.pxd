@@ -106,11 +106,11 @@ cdef inline void zero_call(const symdae_model* km, int k, const symdae_args* x, 
 
 cdef inline void time_terms(const symdae_model* km, symdae_args* x, double* tau,
                             bint sensitivity) noexcept nogil:
-    """Evaluate the hoisted (t, p, u)-only terms of x into tau and point x.tau at them."""
+    """Evaluate the hoisted (t, p, u)-only terms of x into tau and point x.tau at them: the
+    forward ones, or with ``sensitivity`` all of them (one kernel, which shares their costly
+    subexpressions and computes the forward ones as SYMDAE_TIME_TERMS does)."""
     x.tau = tau
-    call(km, SYMDAE_TIME_TERMS, x, NULL, tau)
-    if sensitivity:
-        call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, tau)
+    call(km, SYMDAE_TIME_TERMS_SENSITIVITY if sensitivity else SYMDAE_TIME_TERMS, x, NULL, tau)
 
 
 cdef enum:
@@ -129,12 +129,13 @@ cdef inline int tau_reads(const symdae_model* km, const int* kernels, int count)
 cdef inline void time_terms_for(const symdae_model* km, symdae_args* x, double* tau,
                                 int reads) noexcept nogil:
     """Evaluate the time terms of x that ``reads`` (TAU_* bits) asks for into tau and point
-    x.tau at them (a sweep asks for those its kernels read: the others stay unset)."""
+    x.tau at them (a sweep asks for those its kernels read: the forward ones stay unset when
+    none reads any; asking for the sensitivity ones evaluates all)."""
     x.tau = tau
-    if reads & TAU_FORWARD:
-        call(km, SYMDAE_TIME_TERMS, x, NULL, tau)
     if reads & TAU_SENSITIVITY:
-        call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, tau)
+        call(km, SYMDAE_TIME_TERMS_SENSITIVITY, x, NULL, tau)     # all of them
+    elif reads & TAU_FORWARD:
+        call(km, SYMDAE_TIME_TERMS, x, NULL, tau)
 
 
 # ---------------------------------------------------------------------------- workspace

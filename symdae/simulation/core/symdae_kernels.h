@@ -9,13 +9,15 @@
  * Kernels never write structural zeros: the caller zeroes each output buffer once.
  *
  * Every kernel reads x->tau, the hoisted (t, p, u)-only terms: before calling kernels at a new
- * (t, u) the caller runs SYMDAE_TIME_TERMS and/or SYMDAE_TIME_TERMS_SENSITIVITY into the tau
- * buffer of length n_tau, as the `tau` field of the kernels it calls says.
+ * (t, u) the caller runs SYMDAE_TIME_TERMS (the forward terms, tau[0 : n_forward]) or
+ * SYMDAE_TIME_TERMS_SENSITIVITY (all n_tau of them, the forward ones bit for bit as
+ * SYMDAE_TIME_TERMS computes them) into the tau buffer, as the `tau` field of the kernels it
+ * calls says.
  */
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 11
+#define SYMDAE_ABI_VERSION 12
 
 typedef struct {
     double t;
