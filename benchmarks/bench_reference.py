@@ -17,10 +17,10 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
    reference's J (steps FD_STEPS and half of them: the truncation error falls 4x), Newton
    iterations.
 2. Interleaved timing, every contender once per round in a shuffled order, medians over the
-   rounds: symdae J and J + gradient through Experiment.evaluate (the forward sweep keeps
-   every step's time terms, the adjoint refactorises the Newton matrix), and J + gradient
-   with stored factorisations (simulate(store_factorizations=True) + cost +
-   adjoint_gradient); J and J + gradient again with the Newton matrix's LU in the core's
+   rounds: symdae J and J + gradient through Experiment.evaluate (for this small model the
+   forward sweep keeps every step's time terms and factorisations, which the adjoint reads:
+   checkpoint.stores_factorizations), and J + gradient from simulate(store_factorizations=
+   True) + cost + adjoint_gradient; J and J + gradient again with the Newton matrix's LU in the core's
    sparse loops instead of the kernel module's written-out code (Kernels.model_lu = False);
    the bare compiled sweeps (the core's forward on preallocated arrays, keeping the time
    terms or the factorisations, and on fresh arrays; its adjoint) as the compiled backend
@@ -137,8 +137,8 @@ def public_contenders(su: Setup) -> dict:
     def sym_J():
         return experiment.evaluate(start).cost
 
-    def sym_JG():            # the default: the forward sweep keeps the time terms, the
-        ev = experiment.evaluate(start, gradient=True)     # adjoint refactorises
+    def sym_JG():            # the default: small factorisations and the time terms kept
+        ev = experiment.evaluate(start, gradient=True)
         return ev.cost, ev.gradient
 
     def sym_JG_stored():
@@ -167,7 +167,7 @@ def internal_contenders(su: Setup) -> dict:
     hht, k = backend.hht, backend.kernels
     sz = system.sizes
     n, m, nm, N = sz.n, sz.m, sz.nm, sc.n_steps
-    tr = system.simulate(sc, params=su.start, keep_time_terms=True)
+    tr = system.simulate(sc, params=su.start, store_factorizations=True)
     fwd = tr._sweep.forward
     x0 = tr._sweep.x0
     p, U = fwd.p, fwd.U
@@ -190,12 +190,14 @@ def internal_contenders(su: Setup) -> dict:
     def forward_fresh(store):
         backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol, sc.max_iter, store)
 
+    experiment = symdae.Experiment(system, cost, sc)
+    kept = system.simulate(sc, params=su.start, keep_time_terms=True)._sweep.forward
+
     def sym_J():
-        return cost.evaluate(system, system.simulate(sc, params=su.start))[0]
+        return experiment.evaluate(su.start).cost
 
     def sym_JG():
-        t = system.simulate(sc, params=su.start, keep_time_terms=True)
-        return adjoint_gradient(system, t, cost.evaluate(system, t)[1])
+        return experiment.evaluate(su.start, gradient=True)
 
     forward(False)
     if not np.array_equal(Q, tr.q):
@@ -209,6 +211,7 @@ def internal_contenders(su: Setup) -> dict:
         "bare forward, fresh arrays": lambda: forward_fresh(False),
         "bare forward, storing LU, fresh arrays": lambda: forward_fresh(True),
         "bare adjoint": lambda: backend.adjoint(fwd, dS),
+        "bare adjoint, refactorising": lambda: backend.adjoint(kept, dS),
         "initial_state": lambda: initial_state(backend, model, p, sc.t0, U[0], sc.q0, sc.v0,
                                                tol=sc.init_tol, project=sc.project),
         "cost.evaluate": lambda: cost.evaluate(system, tr),
@@ -292,7 +295,7 @@ def breakdown(t: dict, N: int) -> None:
     fw = m["bare forward"]
     pf = m["bare forward, fresh arrays"] - fw
     py_J = J - fw - pf - m["initial_state"] - m["cost.evaluate"]
-    fwt = m["bare forward, keeping time terms"]
+    fwt = m["bare forward, storing LU"]
     py_JG = JG - fwt - pf - m["initial_state"] - m["cost.evaluate"] - m["bare adjoint"] \
         - m["init_adjoint"]
     print("where symdae's time goes (medians of the pieces timed separately in the same run; "
@@ -302,11 +305,11 @@ def breakdown(t: dict, N: int) -> None:
               ("initial_state (consistent a0, lam0; Python + NumPy)", m["initial_state"]),
               ("cost.evaluate (LeastSquares)", m["cost.evaluate"]),
               ("rest of simulate (scenario, grid, checks, Trajectory)", py_J)]
-    rows_JG = [("compiled forward sweep keeping the time terms (preallocated)", fwt),
+    rows_JG = [("compiled forward sweep storing the factorisations (preallocated)", fwt),
                ("first touch of the fresh arrays", pf),
                ("initial_state", m["initial_state"]),
                ("cost.evaluate", m["cost.evaluate"]),
-               ("compiled adjoint sweep (refactorising, stored time terms)", m["bare adjoint"]),
+               ("compiled adjoint sweep (stored factorisations)", m["bare adjoint"]),
                ("init_adjoint (initial-state term; Python + NumPy)", m["init_adjoint"]),
                ("rest (simulate and adjoint_gradient Python)", py_JG)]
     for title, total, rows in (("J", J, rows_J), ("J + gradient", JG, rows_JG)):

@@ -200,9 +200,10 @@ def test_identify_refuses_a_pod_fit_by_its_snapshots(oscillator, small_memory):
     est = identification_estimate(exp, 2, "L-BFGS-B")
     # the larger of the data's POD (6 x 3 outputs + 2) and an evaluation (3 + 2 + 3 + 9 + 6)
     assert cost.memory(oscillator.sizes, LONG) == (8 * 23, 0)
-    # the trajectory (8 doubles a step) and the time terms the adjoint reads, and the cost's;
-    # no least-squares term: no statistics
-    assert est.per_step == 8 * (8 + oscillator.sizes.n_tau + 23)
+    # the trajectory (8 doubles a step) and its factorisations with the time terms (small:
+    # kept for the adjoint, checkpoint.stores_factorizations), and the cost's; no
+    # least-squares term: no statistics
+    assert est.per_step == 8 * (8 + 23) + oscillator.sizes.factor_bytes
     msg = _refused_at_once(lambda: symdae.identify(exp, ["c", "d"], method="L-BFGS-B",
                                                    progress=False), est.total)
     assert "(cost and adjoint gradient)" in msg
