@@ -70,8 +70,9 @@ class Experiment:
 
     def evaluate(self, params: Mapping | None = None, *, gradient: bool = False) -> Evaluation:
         """Cost (and, with ``gradient``, its exact gradient by the discrete adjoint), within
-        the memory budget (the adjoint refactorises from the stored states, which costs less
-        than storing every factorisation; runs too long to store are checkpointed)."""
+        the memory budget (the forward sweep keeps the states, the time terms and, where they
+        are small, the factorisations the adjoint reads: checkpoint.stores_factorizations;
+        runs too long to keep are checkpointed)."""
         merged = {**self.params, **dict(params or {})}
         with one_blas_thread():
             run = cost_and_gradient(self.system, self.scenario, self.cost, merged,

@@ -321,6 +321,12 @@ def init_tangent(backend, x0: InitialState, p, t0, u0, D):
 def init_adjoint(backend, x0: InitialState, p, t0, u0, xbar0):
     """dJ/dp contributed through x0, given the adjoint xbar0 = (qb, vb, ab, lb) of x0."""
     n, m = backend.sizes.n, backend.sizes.m
+    if not x0.massless:       # the usual case, in one compiled call where there is one
+        grad = backend.initial_adjoint(
+            t0, x0.q, x0.v, x0.a, x0.lam, p, u0, xbar0,
+            np.concatenate([x0.q_from_model, x0.v_from_model]).astype(float))
+        if grad is not None:
+            return grad
     K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
     qb, vb = xbar0[:n].copy(), xbar0[n:2 * n].copy()
     yb = xbar0[2 * n:3 * n + m]

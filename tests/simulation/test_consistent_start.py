@@ -101,3 +101,35 @@ def test_a_singular_matrix_declines():
     assert s.backend.consistent_start(0.0, [0.0, 0.0], [0.0, 0.0], p, [], 1e-9) is None
     with pytest.raises(SingularMatrixError):
         _start(s, params={"L": 0.0}, q0=[0.0, 0.0], v0=[0.0, 0.0])
+
+
+@pytest.mark.parametrize("name", symdae.bundled_models())
+def test_initial_adjoint_in_one_call_equals_the_general_path(name, monkeypatch):
+    """The initial-state term of a gradient (dJ/dp through q0, v0, a0, lam0 for an adjoint
+    xbar0) in one compiled call equals init_adjoint's NumPy products on the same kernels to
+    round-off, on every bundled model (q0, v0 from the model's expressions where it has
+    them); a start with massless rows stays on the general path."""
+    from symdae.simulation.initial import init_adjoint
+
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sc = symdae.Scenario.make(ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3})
+    p = system.parameter_vector(ns.get("START"))
+    u0 = np.zeros(system.sizes.n_u)
+    x0 = initial_state(system.backend, model, p, sc.t0, u0, sc.q0, sc.v0, tol=sc.init_tol)
+    xbar = np.random.default_rng(7).uniform(-1.0, 1.0, system.sizes.nx)
+    with monkeypatch.context() as mp:
+        mp.setattr(system.backend, "initial_adjoint", lambda *args: None)
+        ref = init_adjoint(system.backend, x0, p, sc.t0, u0, xbar)
+    fast = system.backend.initial_adjoint(
+        sc.t0, x0.q, x0.v, x0.a, x0.lam, p, u0, xbar,
+        np.concatenate([x0.q_from_model, x0.v_from_model]).astype(float))
+    if x0.massless:
+        np.testing.assert_array_equal(init_adjoint(system.backend, x0, p, sc.t0, u0, xbar), ref)
+        return
+    assert fast is not None and fast.shape == ref.shape
+    # products summed in another order, two LU codes: round-off apart, on the log-parameter
+    # scale (parameters span many orders of magnitude)
+    scaled = np.abs(fast - ref) * np.abs(p)
+    assert np.max(scaled, initial=0.0) <= 1e-11 * max(np.max(np.abs(ref * p)), 1e-300)
+    assert np.array_equal(init_adjoint(system.backend, x0, p, sc.t0, u0, xbar), fast)

@@ -29,6 +29,11 @@ consistent_start(t0, q0, v0, p, u0, tol) -> (a0, lam0) or None
     general path of :func:`symdae.simulation.initial.initial_state` (constraints met within
     ``tol``, no massless rows, a regular initialisation matrix), else None: that path then
     computes them or names what failed. The NumPy backend always returns None.
+initial_adjoint(t0, q0, v0, a0, lam0, p, u0, xbar0, from_model) -> ndarray or None
+    dJ/dp contributed through a consistent initial state without massless rows, given the
+    adjoint xbar0 of (q0, v0, a0, lam0), in one call (``from_model`` (2n): 1 where q0, v0
+    come from the model's expressions in p); None where its matrix is singular, or always
+    (the NumPy backend): :func:`symdae.simulation.initial.init_adjoint` then computes it.
 forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -> ForwardResult
     Takes the grid (t0, h, N, alpha, the index i0 of its first step: times t0 + (i0 + j) h, and
     the scheme, one of ``SCHEMES``), parameters p (n_p,), inputs U (N+1, n_u), the consistent

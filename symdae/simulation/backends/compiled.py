@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 
 from ...errors import InputError
-from ...model.kernels import KERNEL_NAMES, Sizes, kernel, size, weight_size
+from ...model.kernels import KERNEL_NAMES, Sizes, kernel, layout, size, weight_size
 from ...threads import one_blas_thread
 from .base import (
     STATUSES,
@@ -89,6 +89,14 @@ class CompiledBackend:
         self.kernels = hht.Kernels(module)
         k = self.kernels
         self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau)
+        # where initial_adjoint reads its blocks: the kernel spec's layout
+        self._initial_blocks = np.array(
+            [layout(name, self.sizes)[b][0]
+             for name, blocks in (("jacobians", ("JM", "JG", "GV")),
+                                  ("param_jacobians", ("PM", "PG")),
+                                  ("acceleration_constraint", ("Rc_q", "gamma_v", "Rc_p")),
+                                  ("initial_state_jacobian", ("q0_p", "v0_p")))
+             for b in blocks], dtype=np.intc)
         if hht.N_KERNELS != len(KERNEL_NAMES):
             raise ImportError(f"the compiled core knows {hht.N_KERNELS} kernels, the kernel "
                               f"spec {len(KERNEL_NAMES)}: rebuild the package")
@@ -128,6 +136,16 @@ class CompiledBackend:
         state = [_vec(x, k, label, "initial state") for x, k, label in
                  ((q, sz.n, "q0"), (v, sz.n, "v0"), (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
         return self.kernels.consistent_start(float(t0), *state, float(tol))
+
+    def initial_adjoint(self, t0, q, v, a, lam, p, u, xbar, from_model):
+        """dJ/dp through an initial state without massless rows in one compiled call, or
+        None (backends.base)."""
+        sz = self.sizes
+        state = [_vec(x, k, label, "initial adjoint") for x, k, label in
+                 ((q, sz.n, "q0"), (v, sz.n, "v0"), (a, sz.n, "a0"), (lam, sz.m, "lam0"),
+                  (p, sz.n_p, "p"), (u, sz.n_u, "u"), (xbar, sz.nx, "xbar0"),
+                  (from_model, 2 * sz.n, "from_model"))]
+        return self.kernels.initial_adjoint(float(t0), *state, self._initial_blocks)
 
     # ------------------------------------------------------------------ sweeps
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,

@@ -154,6 +154,10 @@ class NumpyBackend:
         """None: the general path of symdae/simulation/initial.py computes the start."""
         return None
 
+    def initial_adjoint(self, t0, q, v, a, lam, p, u, xbar, from_model) -> None:
+        """None: symdae/simulation/initial.py computes the initial-state term."""
+        return None
+
     def _k(self, name, t, q, v, a, lam, p, u, w=None):
         return self._fn(name)(t, q, v, a, lam, p, u, w)
 

@@ -23,7 +23,7 @@ from libc.string cimport memcpy, memset
 from symdae.simulation.core.kernel_api cimport *
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse, apply, apply_t
 from symdae.simulation.core.factors cimport prepare_lu
-from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve
+from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve, lu_solve_t, gemv_t
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
                                             time_terms, time_terms_for, tau_reads, TAU_FORWARD,
                                             TAU_SENSITIVITY, Arena, take,
@@ -45,6 +45,16 @@ ABI_VERSION = SYMDAE_ABI_VERSION
 DENSE_LU_MAX = SMALL_LU      # dense.pxd: the core's own LU up to this size, LAPACK above
 
 cdef double _EMPTY[1]   # the base of every zero-width array (never read)
+
+
+cdef inline void initialisation_matrix(const symdae_model* km, const symdae_args* x,
+                                       double* K) noexcept nogil:
+    """K = [[M, C_q^T], [C_q, 0]] at x: the Newton kernel with (c_m, c_q, c_v) = (1, 0, 0)."""
+    cdef double kw[3]
+    kw[0] = 1.0
+    kw[1] = 0.0
+    kw[2] = 0.0
+    call(km, SYMDAE_NEWTON, x, kw, K)
 
 
 cdef class Kernels:
@@ -171,8 +181,6 @@ cdef class Kernels:
         zeros = np.zeros(N + 1)
         cdef double[::1] Kv = K0, rv = res, cv = cdot, av = acc, tv = tau, yv = y, zv = zeros
         cdef int[::1] pv = piv
-        cdef double kw[3]
-        kw[0], kw[1], kw[2] = 1.0, 0.0, 0.0   # newton's (c_m, c_q, c_v): the initialisation matrix
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &zv[0], &zv[0], &p[0], &u[0]
         with nogil:
@@ -185,7 +193,7 @@ cdef class Kernels:
                 for k in range(m):
                     ok = ok and fabs(cv[k]) <= tol
             if ok:
-                call(self.km, SYMDAE_NEWTON, &x, kw, &Kv[0])
+                initialisation_matrix(self.km, &x, &Kv[0])
                 for k in range(n):
                     row_zero = True
                     for j in range(N):
@@ -207,6 +215,71 @@ cdef class Kernels:
         if not ok:
             return None
         return y[:n].copy(), y[n:N].copy()
+
+    def initial_adjoint(self, double t, const double[::1] q, const double[::1] v,
+                        const double[::1] a, const double[::1] lam, const double[::1] p,
+                        const double[::1] u, const double[::1] xbar,
+                        const double[::1] from_model, const int[::1] blocks):
+        """dJ/dp through the consistent initial state x0 = (q, v, a, lam) at t, given its
+        adjoint xbar (3n + m), in one call (symdae/simulation/initial.py, init_adjoint: the
+        same products, for an initial state without massless rows). ``from_model`` (2n): 1
+        where q0, v0 come from the model's expressions in p, 0 where given as numbers;
+        ``blocks``: the starts of the blocks it reads (the kernel spec's layout) JM, JG, GV
+        (jacobians), PM, PG (param_jacobians), Rc_q, gamma_v, Rc_p (acceleration_constraint),
+        q0_p, v0_p (initial_state_jacobian). None where the initialisation matrix is singular
+        (the Python path then raises). Arrays of the model's sizes (at least one element)."""
+        cdef int n = self.n, m = self.m, N = self.n + self.m, n_p = self.n_p, i, status = 0
+        K0 = np.zeros(max(N * N, 1))
+        jac = np.zeros(self.km.kernel[SYMDAE_JACOBIANS].out_size + 1)
+        pj = np.zeros(self.km.kernel[SYMDAE_PARAM_JACOBIANS].out_size + 1)
+        acc = np.zeros(self.km.kernel[SYMDAE_ACCELERATION_CONSTRAINT].out_size + 1)
+        ini = np.zeros(self.km.kernel[SYMDAE_INITIAL_STATE_JACOBIAN].out_size + 1)
+        tau = np.full(self.n_tau + 1, np.nan)
+        rb = np.zeros(N + 1)
+        qv = np.zeros(2 * n + 1)
+        grad = np.zeros(n_p + 1)
+        piv = np.zeros(N + 1, dtype=np.intc)
+        cdef double[::1] Kv = K0, jv = jac, pv = pj, av = acc, iv = ini, tv = tau
+        cdef double[::1] rv = rb, bv = qv, gv = grad
+        cdef int[::1] pivv = piv
+        cdef symdae_args x
+        x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
+        with nogil:
+            time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
+            initialisation_matrix(self.km, &x, &Kv[0])
+            status = lu_factor(&Kv[0], &pivv[0], N)
+            if status == 0:
+                # rb = -K0^{-T} (abar, lbar) = (r_d, r_c)
+                for i in range(N):
+                    rv[i] = xbar[2 * n + i]
+                lu_solve_t(&Kv[0], &pivv[0], &rv[0], N)
+                for i in range(N):
+                    rv[i] = -rv[i]
+                call(self.km, SYMDAE_JACOBIANS, &x, NULL, &jv[0])
+                call(self.km, SYMDAE_PARAM_JACOBIANS, &x, NULL, &pv[0])
+                call(self.km, SYMDAE_INITIAL_STATE_JACOBIAN, &x, NULL, &iv[0])
+                if m > 0:
+                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, &av[0])
+                # grad = (PM + PG)^T r_d + Rc_p^T r_c
+                gemv_t(&pv[blocks[3]], n, n_p, &rv[0], &gv[0], 1.0)
+                gemv_t(&pv[blocks[4]], n, n_p, &rv[0], &gv[0], 1.0)
+                gemv_t(&av[blocks[7]], m, n_p, &rv[n], &gv[0], 1.0)
+                # (qb, vb) += ((JM + JG)^T r_d + Rc_q^T r_c, GV^T r_d + gamma_v^T r_c)
+                for i in range(2 * n):
+                    bv[i] = xbar[i]
+                gemv_t(&jv[blocks[0]], n, n, &rv[0], &bv[0], 1.0)
+                gemv_t(&jv[blocks[1]], n, n, &rv[0], &bv[0], 1.0)
+                gemv_t(&av[blocks[5]], m, n, &rv[n], &bv[0], 1.0)
+                gemv_t(&jv[blocks[2]], n, n, &rv[0], &bv[n], 1.0)
+                gemv_t(&av[blocks[6]], m, n, &rv[n], &bv[n], 1.0)
+                # grad += Q0p^T qb + V0p^T vb over the entries that come from the model
+                for i in range(2 * n):
+                    bv[i] *= from_model[i]
+                gemv_t(&iv[blocks[8]], n, n_p, &bv[0], &gv[0], 1.0)
+                gemv_t(&iv[blocks[9]], n, n_p, &bv[n], &gv[0], 1.0)
+        if status != 0:
+            return None
+        return grad[:n_p].copy()
 
     def tau_reads(self, int k):
         """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""

@@ -168,7 +168,9 @@ cdef inline double extrapolate(int order, double y0, double y1, double y2) noexc
 
 cdef inline double residual_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
                                NewtonWork* w, StepOutcome* out) noexcept nogil:
-    """R at the iterate w.y (q, v from it; x points at w.qc, w.vc, w.y) and its max-norm."""
+    """R at the iterate w.y (q, v from it; x points at w.qc, w.vc, w.y), the Newton right-hand
+    side w.dy = -R, and R's max-norm (one pass per block: at n of a few, loop overhead is
+    much of the work)."""
     cdef int k, n = km.n, m = km.m
     cdef double rnorm = 0.0, wk
     for k in range(n):
@@ -178,12 +180,16 @@ cdef inline double residual_at(const symdae_model* km, const symdae_args* x, con
     out.iterations += 1
     for k in range(n):
         w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
-    for k in range(m):
-        w.R[n + k] = w.res[2 * n + k] / c.s
-    for k in range(n + m):
+        w.dy[k] = -w.R[k]
         wk = fabs(w.R[k])
         if not (wk <= rnorm):
             rnorm = wk            # also catches NaN
+    for k in range(n, n + m):
+        w.R[k] = w.res[n + k] / c.s
+        w.dy[k] = -w.R[k]
+        wk = fabs(w.R[k])
+        if not (wk <= rnorm):
+            rnorm = wk
     return rnorm
 
 
@@ -197,6 +203,18 @@ cdef inline double noise_ratio(const NewtonWork* w, int nm) noexcept nogil:
         if not (wk <= ratio):
             ratio = wk
     return ratio
+
+
+cdef inline bint at_noise(const NewtonWork* w, int nm) noexcept nogil:
+    """Test (b), noise_ratio(w, nm) <= NOISE_FACTOR, without its divisions: every nu_r is
+    at least DBL_MIN (or infinite) and NOISE_FACTOR a power of two, so NOISE_FACTOR nu_r is
+    exact and |R_r| / nu_r rounds to at most NOISE_FACTOR exactly when |R_r| is at most it
+    (a NaN fails both)."""
+    cdef int k
+    for k in range(nm):
+        if not (fabs(w.R[k]) <= NOISE_FACTOR * w.nu[k]):
+            return False
+    return True
 
 
 cdef inline int switch_search(const symdae_model* km, symdae_args* x, const Scheme* c,
@@ -272,7 +290,8 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     (q, v, a, lam)_{i+1} and w.res the residual terms there; x points at them. ``have_noise``:
     w.nu and w.fq hold a round-off level from the previous step (else it is taken at once)."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, j, k
-    cdef double norm, norm_prev = INFINITY, rnorm, ratio, ratio_prev = INFINITY, side, rate, power
+    cdef double norm, norm_prev = INFINITY, rnorm, ratio = INFINITY, ratio_prev = INFINITY
+    cdef double side, rate, power
     cdef bint refreshed = False, searched = False
     cdef int status = NEWTON_FAILED
     out.iterations = 0
@@ -298,23 +317,26 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         if j == 1 or not have_noise:
             residual_noise(km, x, c, lu, w)
             have_noise = True
-        ratio = noise_ratio(w, nm)
-        for k in range(nm):
-            w.dy[k] = -w.R[k]
         if out.first_norm < 0.0:
             out.first_norm = rnorm
         out.last_norm = rnorm
-        out.noise_ratio = ratio
+        # the ratio itself (divisions) only where test (c) or the outcome reads it
         if not isfinite(rnorm):
+            out.noise_ratio = noise_ratio(w, nm)
             return NOT_FINITE
-        if ratio <= NOISE_FACTOR:                                          # test (b)
+        if at_noise(w, nm):                                                # test (b)
+            out.noise_ratio = noise_ratio(w, nm)
             return OK
-        if refreshed and ratio > 0.5 * ratio_prev and ratio <= STALL_FACTOR:  # test (c)
-            return OK
-        ratio_prev = ratio
+        if refreshed:
+            ratio = noise_ratio(w, nm)
+            if ratio > 0.5 * ratio_prev and ratio <= STALL_FACTOR:         # test (c)
+                out.noise_ratio = ratio
+                return OK
+            ratio_prev = ratio
         apply(lu, LU, piv, w.dy)
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
+            out.noise_ratio = noise_ratio(w, nm)
             return OK
         # theta^k by multiplication (Cython's ** calls libm's pow)
         rate = norm / norm_prev
@@ -325,10 +347,14 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             # simplified Newton cannot reach the tolerance soon: full Newton from here on
             out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)
             out.refreshes += 1
+            if not refreshed:   # test (c) compares the next ratio with this iterate's
+                ratio = noise_ratio(w, nm)
+                ratio_prev = ratio
             if out.pivot != 0:
                 # a singular or non-finite K at an iterate, not at an accepted state, means
                 # Newton has left the solution's neighbourhood: report divergence
                 out.pivot -= 1
+                out.noise_ratio = ratio
                 return NEWTON_FAILED
             out.pivot = -1
             refreshed = True
@@ -357,4 +383,5 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
             w.y[k] += w.dy[k]
             w.ys[2 * nm + k] = w.dy[k]
         norm_prev = norm
+    out.noise_ratio = noise_ratio(w, nm)     # at the last residual (or switch_search's)
     return status
