@@ -60,13 +60,16 @@ class Experiment:
         self.scenario = Scenario.make(self.scenario)
         self.params = dict(self.params)
 
-    def simulate(self, params: Mapping | None = None, *, gradient: bool = False) -> Trajectory:
+    def simulate(self, params: Mapping | None = None, *, gradient: bool = False,
+                 time_terms: bool = False) -> Trajectory:
         """Simulate this experiment with ``params`` on top of its fixed parameters; with
         ``gradient``, keep every step's factorisation for derivative sweeps that follow (the
-        tangent along several directions reuses them)."""
+        tangent along several directions reuses them); with ``time_terms`` only the time
+        terms (System.simulate's keep_time_terms)."""
         merged = {**self.params, **dict(params or {})}
         return self.system.simulate(self.scenario, params=merged,
-                                    store_factorizations=gradient)
+                                    store_factorizations=gradient,
+                                    keep_time_terms=time_terms)
 
     def evaluate(self, params: Mapping | None = None, *, gradient: bool = False) -> Evaluation:
         """Cost (and, with ``gradient``, its exact gradient by the discrete adjoint), within
