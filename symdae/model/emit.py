@@ -859,8 +859,6 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     table = graph_kernel_table(ds, free) if graph else kernel_expressions(ds)
     table, tau, tau_fwd, tau_sens = hoist_time_terms(
         ds, table, free, [h for h, fwd in HELPERS.items() if fwd])
-    table["time_terms"] = (tau_fwd, False, [])
-    table["time_terms_sensitivity"] = (tau_fwd + tau_sens, False, [])
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
     arrays = _arrays(ds, tau)
     n_partials = len(table["residual_partials"][0]) if graph else 0

@@ -69,16 +69,21 @@ class Sizes:
         return 8 * (1 + self.nx + self.n_s + self.n_u)
 
     @property
+    def time_term_bytes(self) -> int:
+        """Bytes of one step's hoisted time terms."""
+        return 8 * self.n_tau
+
+    @property
     def gradient_row_bytes(self) -> int:
         """Bytes a gradient run keeps per step: the trajectory's row and the time terms the
         adjoint reads instead of evaluating them again."""
-        return self.row_bytes + 8 * self.n_tau
+        return self.row_bytes + self.time_term_bytes
 
     @property
     def factor_bytes(self) -> int:
         """Bytes of one step's stored factorisation: the (n+m)^2 LU, its nm + 1 int pivots
         and the time terms."""
-        return 8 * (self.nm * self.nm + self.n_tau) + 4 * (self.nm + 1)
+        return 8 * self.nm * self.nm + 4 * (self.nm + 1) + self.time_term_bytes
 
     def dim(self, name: str | int) -> int:
         return name if isinstance(name, int) else getattr(self, name)

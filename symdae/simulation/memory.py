@@ -77,7 +77,7 @@ def forward_bytes(sizes, scheme: str, store: bool = False, time_terms: bool = Fa
     ``time_terms`` the time terms only."""
     n, m = sizes.n, sizes.m
     doubles = 1 + 3 * n + m + sizes.n_s + 2 * sizes.n_u + (n if scheme != "hht-paper" else 0)
-    kept = sizes.factor_bytes if store else 8 * sizes.n_tau if time_terms else 0
+    kept = sizes.factor_bytes if store else sizes.time_term_bytes if time_terms else 0
     return 8 * doubles + kept
 
 

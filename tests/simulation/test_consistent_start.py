@@ -129,7 +129,7 @@ def test_initial_adjoint_in_one_call_equals_the_general_path(name, monkeypatch):
         return
     assert fast is not None and fast.shape == ref.shape
     # products summed in another order, two LU codes: round-off apart, on the log-parameter
-    # scale (parameters span many orders of magnitude)
+    # scale (parameters span many orders of magnitude; measured: at most 1.4e-15)
     scaled = np.abs(fast - ref) * np.abs(p)
-    assert np.max(scaled, initial=0.0) <= 1e-11 * max(np.max(np.abs(ref * p)), 1e-300)
+    assert np.max(scaled, initial=0.0) <= 1e-13 * max(np.max(np.abs(ref * p)), 1e-300)
     assert np.array_equal(init_adjoint(system.backend, x0, p, sc.t0, u0, xbar), fast)
