@@ -287,6 +287,31 @@ def test_overflow_reported_with_time(two_mass):
         0.01 * int(m.group(2)))
 
 
+def test_nan_in_one_residual_row_is_reported_as_not_finite(tmp_path):
+    """A residual row that turns NaN is reported as such wherever it sits among the rows
+    (the max-norm of a NaN row followed by finite ones is NaN, not the finite rows' max),
+    at the step where it happens, not as a Newton failure or a silent NaN."""
+    x, z = dynamicsymbols("x z")
+    k, k2 = sp.symbols("k k2")
+    # x'' = -k sqrt(x - 0.5) from x = 1 at rest: x falls below 0.5, where row 0 is NaN
+    model = symdae.Model("errors_nan_row", [x, z], mass_matrix=sp.eye(2),
+                         forces=[-k * sp.sqrt(x - 0.5), -k2 * z],
+                         parameters={k: 4.0, k2: 9.0}, initial_state={x: 1.0, z: 0.3},
+                         outputs={"z": z})
+    system = symdae.compile_model(model, cache_dir=tmp_path)
+    with pytest.raises(SimulationError) as exc:
+        system.simulate(t_end=2.0, h=0.01)
+    assert not isinstance(exc.value, (NewtonError, SingularMatrixError))
+    msg = str(exc.value)
+    assert "NaN or infinity in the residual" in msg and "residual max-norm nan" in msg
+    # the step reported is the first whose iterates leave x >= 0.5: the run to the step
+    # before it is finite and still above
+    m = re.search(r"\(step (\d+) of 200", msg)
+    step = int(m.group(1))
+    before = system.simulate(t_end=0.01 * (step - 1), h=0.01)
+    assert before.q[-1, 0] > 0.5 and np.all(np.isfinite(before.q))
+
+
 def test_newton_failure_for_an_absurd_step(pendulum):
     with pytest.raises(NewtonError) as exc:
         pendulum.simulate(t_end=4.0, h=1.0, max_iter=6)

@@ -18,6 +18,18 @@ reuse them. Both kernels print from one common-subexpression pass over all the t
 ones, so a sweep that needs both calls only the second, and the forward terms it writes are
 those of ``time_terms`` bit for bit.
 
+Likewise the costly functions of (t, q, v) that the residual evaluates (sin and cos of joint
+angles, exp, sqrt, ...: _transcendental) are its state terms (hoist_state_terms): the kernel
+``state_terms`` computes them, and the kernels evaluated at a state (STATE_TERM_READERS) read
+them from ``x.st`` instead of evaluating them again. A sweep computes them once per state: the
+forward sweep at each Newton iterate, for the residual there and, at the iterate it accepts,
+the round-off level, the outputs and the next step's Newton matrix; the tangent and adjoint
+sweeps once per stored state, for the matrix and the derivative kernels there. Each kernel
+that reads them is printed as a body that reads ``st`` and a wrapper that, when the caller
+passes none (``x.st`` NULL), computes them first (_state_term_wrapper), so its output is the
+same either way, bit for bit. A graph module has none (its kernels share the residual's
+program instead).
+
 A model whose residual is large (more than GRAPH_MIN_NODES tree nodes, in rows of more than
 GRAPH_MIN_ROW_NODES on average: use_graph) gets graph kernels
 (graph_kernels.py): each is a straight-line program of shared assignments followed by its
@@ -35,9 +47,19 @@ from dataclasses import dataclass
 from typing import Callable
 
 import sympy as sp
+from sympy.functions.elementary.hyperbolic import (
+    HyperbolicFunction,
+    InverseHyperbolicFunction,
+)
+from sympy.functions.elementary.trigonometric import (
+    InverseTrigonometricFunction,
+    TrigonometricFunction,
+)
 
 from ..errors import InputError
 from .derivation import DerivedSystem
+from .graph import FreeSymbols, dependence, needed_assignments, split_wide
+from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .kernels import (
     ABI_VERSION,
     KERNELS,
@@ -46,8 +68,6 @@ from .kernels import (
     layout,
     weight_size,
 )
-from .graph import FreeSymbols, dependence, needed_assignments, split_wide
-from .graph_kernels import COLUMN_KERNELS, HELPERS, graph_kernel_table, helper_sizes
 from .lu_plan import MAX_UPDATES, lu_lines, plan_lu
 from .nonsmooth import has_jumps
 from .printer import CPrinter, c_block
@@ -57,7 +77,7 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH
            "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
            "tree_size", "use_graph", "REFRESH_HORIZON", "REFRESH_HORIZON_GRAPH",
            "LANE_KERNELS", "lane_batches", "seeded_lanes", "lane_ranges", "LaneStatement",
-           "VECTOR_WIDTH"]
+           "VECTOR_WIDTH", "hoist_state_terms", "STATE_TERM_READERS"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
@@ -199,6 +219,65 @@ def hoist_time_terms(ds: DerivedSystem, table: dict, free: FreeSymbols | None = 
     return {k: out[k] for k in table}, symbols, terms[:n_forward], terms[n_forward:]
 
 
+# the kernels that may read the state terms: every kernel evaluated at a state (a sweep
+# computes the terms once per state and passes them to all the kernels it calls there)
+STATE_TERM_READERS = tuple(s.name for s in KERNELS if not s.internal)
+_TRANSCENDENTAL = (TrigonometricFunction, InverseTrigonometricFunction, HyperbolicFunction,
+                   InverseHyperbolicFunction, sp.exp, sp.log)
+
+
+def _transcendental(node: sp.Basic) -> bool:
+    """Is node a call of a costly elementary function (a libm call: not |x|, sign, min)?"""
+    return isinstance(node, _TRANSCENDENTAL) or (isinstance(node, sp.Pow)
+                                                  and not node.exp.is_Integer)
+
+
+def hoist_state_terms(ds: DerivedSystem, table: dict, tau: tuple):
+    """(table with the state terms replaced by symbols ``st[k]`` in its STATE_TERM_READERS,
+    st symbols, st expressions). The state terms are the residual's transcendental
+    subexpressions in (t, q, v, p, u) and the time terms ``tau`` only, nested ones too (a
+    reader may use cos(x) alone where the residual has exp(cos(x))), and with sin(x) or
+    cos(x) the other, in the order of a preorder walk of the residual. The table's entries are (expressions, accumulate,
+    assignments) of a tree module (no assignments)."""
+    S = ds.symbols
+    allowed = frozenset((S.t,) + tuple(S.q) + tuple(S.v) + tuple(S.p) + tuple(S.u) + tau)
+    terms: dict = {}
+
+    def add(node):
+        if node not in terms:
+            terms[node] = sp.Symbol(f"st[{len(terms)}]", real=True)
+
+    for e in table["residual"][0]:
+        for node in sp.preorder_traversal(e):
+            if _transcendental(node) and node.free_symbols <= allowed:
+                add(node)
+                # with its companion: one sincos costs about what either alone does, and
+                # the derivative kernels read the other (d cos(x) = -sin(x) dx)
+                if isinstance(node, (sp.sin, sp.cos)):
+                    add((sp.cos if isinstance(node, sp.sin) else sp.sin)(node.args[0]))
+    if not terms:
+        return table, (), []
+    out = dict(table)
+    for name in STATE_TERM_READERS:
+        if name in table:
+            exprs, accumulate, assigns = table[name]
+            out[name] = ([e.xreplace(terms) for e in exprs], accumulate, assigns)
+    return out, tuple(terms.values()), list(terms)
+
+
+def _state_term_wrapper(name: str, body: str, n_st: int, n_out: int) -> list:
+    """C lines of kernel ``name`` as the interface has it: ``body`` (the kernel reading
+    x->st), after computing the state terms into a buffer of its own when x->st is NULL."""
+    if n_st <= _STACK_DOUBLES:
+        alloc, release = [f"    double st[{n_st}];"], []
+    else:
+        alloc, release = _heap_lines("st", n_st, n_out), ["    free(st);"]
+    return ([_KERNEL_HEAD.format(name=name), "    symdae_args xs;", "    if (x->st != NULL) {",
+             f"        {body}(x, w, out);", "        return;", "    }"] + alloc
+            + ["    xs = *x;", "    _k_state_terms(x, NULL, st);", "    xs.st = st;",
+               f"    {body}(&xs, w, out);"] + release + ["}"])
+
+
 def tau_reads(exprs: list, tau: tuple, n_forward: int) -> int:
     """Which time terms the expressions read: 1 the forward ones (tau[:n_forward]), 2 the
     sensitivity ones, 3 both (the ``tau`` field of a kernel entry, symdae_kernels.h)."""
@@ -259,10 +338,12 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CPrinter,
 
 
 def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
-                  chunk_ops: int, wide: bool = False) -> list:
-    """Lines of a tree kernel; ``wide``: in a graph module (sums split into parts, and chunks
-    sized by tree_size, which counts a shared subexpression's repetitions without walking
-    them as count_ops does: on a large model's rows that took seconds)."""
+                  chunk_ops: int, wide: bool = False, fname: str = "") -> list:
+    """Lines of a tree kernel, as the C function ``fname`` (default ``_k_<name>``); ``wide``:
+    in a graph module (sums split into parts, and chunks sized by tree_size, which counts a
+    shared subexpression's repetitions without walking them as count_ops does: on a large
+    model's rows that took seconds)."""
+    fname = fname or f"_k_{name}"
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
     if wide:
         groups = _chunks(entries, chunk_ops, lambda item: tree_size([item[1]]))
@@ -271,13 +352,13 @@ def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays,
     out = [f"// kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
-        return out + _function(f"_k_{name}", groups[0] if groups else [], accumulate, printer,
+        return out + _function(fname, groups[0] if groups else [], accumulate, printer,
                                ds, arrays, blocks, wide)
     for c, grp in enumerate(groups):
-        out += _function(f"_k_{name}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide)
+        out += _function(f"{fname}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide)
         out.append("")
-    return out + [_KERNEL_HEAD.format(name=f"_k_{name}")] + [
-        f"    _k_{name}_{c}(x, w, out);" for c in range(len(groups))] + ["}"]
+    return out + [_KERNEL_HEAD.format(name=fname)] + [
+        f"    {fname}_{c}(x, w, out);" for c in range(len(groups))] + ["}"]
 
 
 def tree_size(exprs) -> int:
@@ -407,6 +488,18 @@ def _time_terms_lines(tau_fwd: list, tau_sens: list, printer, ds, arrays, blocks
                                  chunk_ops, free)
             for name, exprs in (("time_terms", reduced[:len(tau_fwd)]),
                                 ("time_terms_sensitivity", reduced))}
+
+
+def _state_terms_lines(terms: list, printer, ds, arrays, chunk_ops: int,
+                       free: FreeSymbols) -> list:
+    """Lines of the kernel state_terms: every term into a local variable first, then the
+    outputs, so that no store to ``out`` (which may alias q for all the compiler knows) comes
+    between sin(x) and cos(x) of one x, which the compiler then computes in one sincos."""
+    assigns, reduced = _cse(terms)
+    held = [sp.Symbol(f"_s{k}", real=True) for k in range(len(reduced))]
+    assigns += [(z, e) for z, e in zip(held, reduced)]
+    return _program_lines("state_terms", held, False, assigns, printer, ds, arrays,
+                          {"st": (0, len(terms), (len(terms),))}, chunk_ops, free)
 
 
 def column_helpers(name: str) -> tuple:
@@ -859,8 +952,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     table = graph_kernel_table(ds, free) if graph else kernel_expressions(ds)
     table, tau, tau_fwd, tau_sens = hoist_time_terms(
         ds, table, free, [h for h, fwd in HELPERS.items() if fwd])
-    sizes = Sizes.of({**ds.sizes, "n_tau": len(tau)})
-    arrays = _arrays(ds, tau)
+    st, st_exprs = (), []
+    if not graph:
+        table, st, st_exprs = hoist_state_terms(ds, table, tau)
+    sizes = Sizes.of({**ds.sizes, "n_tau": len(tau), "n_st": len(st)})
+    arrays = {**_arrays(ds, tau), "st": st}
     n_partials = len(table["residual_partials"][0]) if graph else 0
     n_w = max([weight_size(s.name, sizes) for s in KERNELS]
               + [k for k, _ in helper_sizes(sizes).values()]
@@ -869,7 +965,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     # a graph program's sums print in their stored order (sorting them costs, and the order
     # of a graph's terms is no less deterministic)
     gprinter = CPrinter(_slots(ds, arrays, n_w), {"order": "none"})
-    sz = {**ds.sizes, "n_tau": sizes.n_tau}
+    sz = {**ds.sizes, "n_tau": sizes.n_tau, "n_st": sizes.n_st}
     out = [
         "# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True",
         "# cython: initializedcheck=False, nonecheck=False, infer_types=False",
@@ -913,7 +1009,16 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         c.append("")
     time_lines = _time_terms_lines(tau_fwd, tau_sens, gprinter if graph else printer, ds,
                                    arrays, {"tau": (0, len(tau), (len(tau),))}, chunk_ops, free)
+
+    def reads_st(exprs) -> bool:
+        return any(free(e) & set(st) for e in exprs if e != 0)
+
+    # the readers' wrappers call it before its definition (kernels print in the spec's order)
+    c += ["static " + _SIGNATURE.format(name="_k_state_terms") + ";", ""]
     for spec in KERNELS:
+        if spec.name == "state_terms":
+            c += _state_terms_lines(st_exprs, printer, ds, arrays, chunk_ops, free) + [""]
+            continue
         if spec.name in time_lines:
             c += time_lines[spec.name] + [""]
             continue
@@ -928,6 +1033,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         if assigns:
             c += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
                                 arrays, blocks, chunk_ops, free, primal)
+        elif st and spec.name in STATE_TERM_READERS and reads_st(exprs):
+            c += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
+                               chunk_ops, fname=f"_k_{spec.name}_body") + [""]
+            c += _state_term_wrapper(f"_k_{spec.name}", f"_k_{spec.name}_body", len(st),
+                                     _out_size(spec.name, sizes))
         else:
             # a graph module's tree kernels print unsorted too: sorting the terms of its
             # large rows costs seconds (and the terms' own order is no less deterministic)
@@ -946,19 +1056,26 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         out += [f"_lu_kpos[:] = {kpos}"] if kpos else []
         out += [""]
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
-    out += [f"_model.{key} = {sz[key]}" for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau")]
+    out += [f"_model.{key} = {sz[key]}"
+            for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau", "n_st")]
     out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
     out.append(f"_model.refresh_horizon = "
                f"{REFRESH_HORIZON_GRAPH if graph else REFRESH_HORIZON}")
     def read_exprs(name: str) -> list:
         # what the kernel evaluates: its expressions and assignments, or for a column kernel
-        # those of the helper programs it calls
+        # those of the helper programs it calls; a reader of the state terms, without
+        # them, evaluates them too
+        if name == "state_terms":
+            return list(st_exprs)
         names = column_helpers(name) if graph and name in COLUMN_KERNELS else (name,)
-        return [e for k in names for e in list(table[k][0]) + [f for _, f in table[k][2]]]
+        extra = st_exprs if st and reads_st(table[name][0]) else []
+        return [e for k in names for e in list(table[k][0]) + [f for _, f in table[k][2]]
+                ] + list(extra)
 
     for spec in KERNELS:
         entry = f"_model.kernel[SYMDAE_{spec.name.upper()}]"
-        reads = 0 if spec.internal else tau_reads(read_exprs(spec.name), tau, len(tau_fwd))
+        reads = (0 if spec.internal and spec.name != "state_terms"
+                 else tau_reads(read_exprs(spec.name), tau, len(tau_fwd)))
         out += [f"{entry}.fn = _k_{spec.name}",
                 f"{entry}.out_size = {_out_size(spec.name, sizes)}",
                 f"{entry}.w_size = {weight_size(spec.name, sizes)}",

@@ -7,9 +7,9 @@ layer reads kernel outputs through :func:`split` (named blocks) instead of slici
 ``symdae/simulation/core/symdae_kernels.h`` and ``kernel_api.pxd`` list the kernels in this order (one enum
 line each; ``tests/model/test_kernel_spec.py`` checks that they agree, ABI number included).
 
-Every kernel reads the state x = (t, q, v, a, lam, p, u, tau) and a weight vector w, and writes
-(or, if ``accumulate``, adds to) a flat output: its blocks in order, each row-major. Kernels never
-write structural zeros; the caller zeroes an output buffer once.
+Every kernel reads the state x = (t, q, v, a, lam, p, u, tau, st) and a weight vector w, and
+writes (or, if ``accumulate``, adds to) a flat output: its blocks in order, each row-major.
+Kernels never write structural zeros; the caller zeroes an output buffer once.
 
 Notation (n coordinates, m constraints, n_p parameters, n_s outputs, n_x = 3n + m):
 
@@ -22,7 +22,7 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs, n_x = 3n + 
     gdot = J_G v + G_V a + dg/dt (on the rows no constraint reaches: massless nodes)
 
 Adding a kernel: one :class:`KernelSpec` entry in :data:`KERNELS` (placed before the internal
-time-term kernels), one enum line in the header and the ``.pxd``, and a new ABI number.
+kernels: the time and state terms), one enum line in the header and the ``.pxd``, and a new ABI number.
 """
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ class Sizes:
     n_u: int
     n_s: int
     n_tau: int = 0
+    n_st: int = 0
 
     @property
     def nm(self) -> int:
@@ -90,11 +91,11 @@ class Sizes:
 
     @classmethod
     def of(cls, obj) -> "Sizes":
-        """Sizes of anything with n, m, n_p, n_u, n_s (and optionally n_tau) attributes or
-        keys: a DerivedSystem's ``sizes``, a backend, a model module's ``SIZES``."""
+        """Sizes of anything with n, m, n_p, n_u, n_s (and optionally n_tau, n_st) attributes
+        or keys: a DerivedSystem's ``sizes``, a backend, a model module's ``SIZES``."""
         get = obj.get if isinstance(obj, Mapping) else (lambda k, d=None: getattr(obj, k, d))
         return cls(*(int(get(k)) for k in ("n", "m", "n_p", "n_u", "n_s")),
-                   n_tau=int(get("n_tau", 0) or 0))
+                   n_tau=int(get("n_tau", 0) or 0), n_st=int(get("n_st", 0) or 0))
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,9 @@ KERNELS = (
     KernelSpec("time_terms_sensitivity", (_b("tau", "n_tau"),), internal=True,
                doc="all the hoisted terms: the forward ones (as time_terms computes them, bit "
                    "for bit) and those only the derivative kernels read"),
+    KernelSpec("state_terms", (_b("st", "n_st"),), forward=True, internal=True,
+               doc="the costly functions of (t, q, v) the residual evaluates, which the forward "
+                   "kernels read from x.st instead of evaluating them again"),
 )
 
 KERNEL_NAMES = tuple(k.name for k in KERNELS)

@@ -229,12 +229,13 @@ def test_every_output_range_is_labelled_with_its_block(name):
     model, _ = symdae.load_model(name)
     ds = symdae.derive(model)
     source = symdae.emit_cython(ds)
+    n_st = int(re.search(r"^_model\.n_st = (\d+)$", source, re.M).group(1))
     kernel, block, seen = None, None, []
     for line in source.splitlines():
         mk = re.match(r"\s*// kernel (\w+):", line)
         if mk:
             kernel, block = mk.group(1), None
-            lay = layout(kernel, Sizes.of({**ds.sizes, "n_tau": 10**6}))
+            lay = layout(kernel, Sizes.of({**ds.sizes, "n_tau": 10**6, "n_st": n_st}))
             continue
         mb = re.match(r"\s+// block (\w+) \(([^)]*)\): out\[(\d+):(\d+)\]$", line)
         if mb:

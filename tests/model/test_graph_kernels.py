@@ -201,8 +201,9 @@ def test_wide_sums_and_products_are_computed_in_parts():
 # ---------------------------------------------------------------------------- column kernels
 def written_entries(source: str, name: str) -> set:
     """The output entries kernel ``name`` assigns in an emitted module (its function and its
-    chunk functions ``_k_<name>_<k>``): the indices of every ``out[<int>] =`` line."""
-    head = re.compile(rf"\s*static void _k_{name}(_\d+)?\(")
+    chunk functions ``_k_<name>_<k>``; a reader of the state terms: its body
+    ``_k_<name>_body``): the indices of every ``out[<int>] =`` line."""
+    head = re.compile(rf"\s*static void _k_{name}(_body)?(_\d+)?\(")
     entries, inside = set(), False
     for line in source.splitlines():
         if line.strip().startswith(("static ", "// kernel")):

@@ -88,7 +88,7 @@ class CompiledBackend:
         self.pool = ArrayPool()      # the sweeps' arrays, reused across runs (workspace.py)
         self.kernels = hht.Kernels(module)
         k = self.kernels
-        self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau)
+        self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau, k.n_st)
         # where initial_adjoint reads its blocks: the kernel spec's layout
         self._initial_blocks = np.array(
             [layout(name, self.sizes)[b][0]

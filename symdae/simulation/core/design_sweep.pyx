@@ -40,7 +40,8 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
-from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms, Arena,
+from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms,
+                                            state_terms, Arena,
                                  arena_allocate, arena_check)
 from symdae.simulation.core.newton cimport factor_into
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
@@ -147,15 +148,17 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     wi_a = np.zeros(nwi + 1)
     scr_a = np.zeros(nx + n_p + 1)
     tau_a = np.zeros(2 * n_tau + 2)
+    st_a = np.zeros(2 * km.n_st + 2)
     K_a = np.zeros(nm * nm + 1)
     LUw_a = np.zeros(nm * nm + 1)
     pw_a = np.zeros(nm + 2, dtype=np.intc)
     cdef double[::1] xbr = xbr_a, rr = rr_a, rdr = rdr_a, xbp = xbp_a, rp = rp_a
     cdef double[::1] rdp = rdp_a, hat = hat_a, wv = wv_a, wh = wh_a, hout = hout_a, wi = wi_a
-    cdef double[::1] scr = scr_a, taub = tau_a, Kb = K_a, LUwb = LUw_a
+    cdef double[::1] scr = scr_a, taub = tau_a, Kb = K_a, LUwb = LUw_a, stb = st_a
     cdef double[::1] wbr = wbr_a, wbp = wbp_a
     cdef int[::1] pwb = pw_a
     cdef double* tau[2]
+    cdef double* st[2]
     cdef double* tmp
     cdef const double* LUcur
     cdef const int* pcur
@@ -176,14 +179,19 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     w.wv = &wv[0]
     tau[0] = &taub[0]
     tau[1] = &taub[n_tau + 1]
+    st[0] = &stb[0]
+    st[1] = &stb[km.n_st + 1]
     x0.p = &p[0]
     x1.p = &p[0]
+    x0.st = NULL
+    x1.st = NULL
     with nogil:
         set_state(&x1, t0, h, N, Q, V, A, L, U)
         if tau_stored:
             x1.tau = row(TAUv, N)
         else:
             time_terms(km, &x1, tau[1], True)
+        state_terms(km, &x1, st[1])     # once per state, for all the kernels there
         prepare_lu(km, &x1, &c, &lu, &Kb[0], &LUwb[0], &order[0], True)
         for k in range(nx):
             xbp[k] = dPsix[N, k]
@@ -209,6 +217,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 x0.tau = row(TAUv, i - 1)
             else:
                 time_terms(km, &x0, tau[0], True)
+            state_terms(km, &x0, st[0])
             memset(&hout[0], 0, (nx + nu) * sizeof(double))
             for j in range(nd):
                 state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbr[j * nx],
@@ -245,6 +254,9 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             tmp = tau[0]
             tau[0] = tau[1]
             tau[1] = tmp
+            tmp = st[0]
+            st[0] = st[1]
+            st[1] = tmp
             i -= 1
     del keep
     if pivot < 0:

@@ -25,7 +25,9 @@ from symdae.simulation.core.sparse cimport SparseLU, carve_sparse, apply, apply_
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve, lu_solve_t, gemv_t
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
-                                            time_terms, time_terms_for, tau_reads, TAU_FORWARD,
+                                            time_terms, time_terms_for, tau_reads,
+                                            state_terms,
+                                            TAU_FORWARD,
                                             TAU_SENSITIVITY, Arena, take,
                                             take_int, arena_allocate,
                                             arena_check)
@@ -68,7 +70,7 @@ cdef class Kernels:
     cdef const symdae_model* source    # the module's table; km points at a copy
     cdef symdae_model table
     cdef readonly object module
-    cdef readonly int n, m, n_p, n_u, n_s, n_tau
+    cdef readonly int n, m, n_p, n_u, n_s, n_tau, n_st
 
     def __cinit__(self, module):
         cap = getattr(module, "kernels", None)
@@ -86,6 +88,7 @@ cdef class Kernels:
         self.module = module
         self.n, self.m, self.n_p = self.km.n, self.km.m, self.km.n_p
         self.n_u, self.n_s, self.n_tau = self.km.n_u, self.km.n_s, self.km.n_tau
+        self.n_st = self.km.n_st
 
     @property
     def model_lu(self):
@@ -149,6 +152,7 @@ cdef class Kernels:
         arena_check(&arena, mem)
         c.kw[0], c.kw[1], c.kw[2] = kw[0], kw[1], kw[2]
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
+        x.st = NULL     # the kernels evaluate the state terms themselves
         with nogil:
             time_terms(self.km, &x, &tv[0], False)
             status = prepare_lu(self.km, &x, &c, &lu, &Kv[0, 0], &Bv[0, 0], &ov[0], given)
@@ -183,6 +187,7 @@ cdef class Kernels:
         cdef int[::1] pv = piv
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &zv[0], &zv[0], &p[0], &u[0]
+        x.st = NULL
         with nogil:
             time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
             call(self.km, SYMDAE_RESIDUAL, &x, NULL, &rv[0])        # at a = 0, lam = 0: g, C
@@ -244,6 +249,7 @@ cdef class Kernels:
         cdef int[::1] pivv = piv
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
+        x.st = NULL     # the kernels evaluate the state terms themselves
         with nogil:
             time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
             initialisation_matrix(self.km, &x, &Kv[0])
@@ -296,14 +302,17 @@ cdef class Kernels:
 
     def evaluate(self, int k, double t, const double[::1] q, const double[::1] v,
                  const double[::1] a, const double[::1] lam, const double[::1] p,
-                 const double[::1] u, const double[::1] w, int reads=3):
+                 const double[::1] u, const double[::1] w, int reads=3,
+                 bint pass_state_terms=False):
         """Kernel number k at one state, from zero (the time terms that ``reads`` asks for
         evaluated first: 1 the forward ones, 2 the sensitivity ones, 3 all; the others are
-        NaN). The caller passes contiguous arrays of the model's sizes (at least one element
-        each)."""
+        NaN). ``pass_state_terms``: pass the kernel the state terms (x.st), computed first, as a
+        forward sweep does; else x.st is NULL. The caller passes contiguous arrays of the
+        model's sizes (at least one element each)."""
         out = np.zeros(self.km.kernel[k].out_size + 1)
         tau = np.full(self.n_tau + 1, np.nan)
-        cdef double[::1] bo = out, btau = tau
+        st = np.full(self.n_st + 1, np.nan)
+        cdef double[::1] bo = out, btau = tau, bst = st
         cdef symdae_args x
         x.t = t
         x.q = &q[0]
@@ -312,8 +321,11 @@ cdef class Kernels:
         x.lam = &lam[0]
         x.p = &p[0]
         x.u = &u[0]
+        x.st = NULL
         with nogil:
             time_terms_for(self.km, &x, &btau[0], reads)
+            if pass_state_terms:
+                state_terms(self.km, &x, &bst[0])
             call(self.km, k, &x, &w[0], &bo[0])
         return out[:self.km.kernel[k].out_size]
 
@@ -448,7 +460,8 @@ cdef struct ForwardReport:
 
 # ---------------------------------------------------------------------------- forward
 
-cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcept nogil:
+cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau,
+                       int n_st) noexcept nogil:
     cdef int nm = n + m
     w.res = take(a, 2 * n + m)
     w.mag = take(a, 2 * n + m)
@@ -469,6 +482,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau) noexcep
     w.LUr = take(a, nm * nm)
     w.pr = take_int(a, nm)
     w.tau = take(a, n_tau)
+    w.st = take(a, n_st)
     w.ys = take(a, 4 * nm)
 
 
@@ -476,12 +490,14 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
                 const Traj* tr, Factors* f, Py_ssize_t i, double* S, double** LU, int** piv,
                 bint fresh) noexcept nogil:
     """State i is in the trajectory: its outputs, stored time terms, g_i for the next step and
-    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms
-    and residual at state i are not in w yet (state 0)."""
+    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms,
+    state terms and residual at state i are not in w yet (state 0); else x.st holds state
+    i's, from the Newton iterate it was accepted at (newton.pxd, residual_at)."""
     cdef int n = km.n, nm = km.n + km.m, pivot
     set_state(x, tr, i)
     if fresh:
         time_terms(km, x, w.tau, w.all_terms)
+        state_terms(km, x, w.st)
         call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
     x.tau = w.tau
     memcpy(w.gprev, w.res + n, n * sizeof(double))
@@ -535,14 +551,15 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef symdae_args x
     memset(&arena, 0, sizeof(Arena))
     memset(&rep, 0, sizeof(ForwardReport))
-    carve_newton(&arena, &w, n, m, K.n_tau)
+    carve_newton(&arena, &w, n, m, K.n_tau, K.n_st)
     carve_factors(&arena, &f)
     mem = arena_allocate(&arena)
-    carve_newton(&arena, &w, n, m, K.n_tau)
+    carve_newton(&arena, &w, n, m, K.n_tau, K.n_st)
     carve_factors(&arena, &f)
     arena_check(&arena, mem)
     w.all_terms = f.TAU != NULL
     x.p = &p[0]
+    x.st = NULL         # from state 0 on (settle), the state terms of x's state
     rep.pivot = -1
     memcpy(w.nu, &carry[0], nm * sizeof(double))
     memcpy(w.fq, &carry[nm], nm * sizeof(double))
@@ -647,6 +664,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef TangentWork w
     cdef Tangents d0, d1
     cdef double* tau
+    cdef double* st
     cdef double* tmp
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
@@ -665,16 +683,20 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     memset(&w, 0, sizeof(TangentWork))
     carve_tangent_work(&arena, &w, n, m, K.n_p, K.n_s, nd)
     tau = take(&arena, K.n_tau)
+    st = take(&arena, K.n_st)
     carve_factors(&arena, &f)
     mem = arena_allocate(&arena)
     carve_tangent_work(&arena, &w, n, m, K.n_p, K.n_s, nd)
     tau = take(&arena, K.n_tau)
+    st = take(&arena, K.n_st)
     carve_factors(&arena, &f)
     arena_check(&arena, mem)
     x.p = &p[0]
+    x.st = NULL
     with nogil:
         set_state(&x, &tr, 0)
         tau_at(km, &x, &f, 0, tau, reads)
+        state_terms(km, &x, st)     # once per state, for all the kernels there
         prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], True)
         written_entries(km, &x, &w)          # the blocks at state 0 and their structure
         collect_products(km, &c, &w, dt, ldp, nd)         # counting pass
@@ -693,6 +715,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 break
             set_state(&x, &tr, i + 1)
             tau_at(km, &x, &f, i + 1, tau, reads)
+            state_terms(km, &x, st)
             pivot = factors_at(km, &x, &c, &f, i + 1, &LUcur, &pcur)
             if pivot != 0:
                 break
@@ -720,7 +743,8 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
 # ---------------------------------------------------------------------------- adjoint
 
 cdef void carve_adjoint(Arena* a, AdjointWork* w, double** xb, double** gacc, double** wb,
-                        double** tau, int n, int m, int n_p, int n_tau) noexcept nogil:
+                        double** tau, double** st, int n, int m, int n_p, int n_tau,
+                        int n_st) noexcept nogil:
     xb[0] = take(a, 3 * n + m)
     gacc[0] = take(a, n_p)        # must follow xb: output_vjp writes [xbar, pbar] in one go
     wb[0] = take(a, n)
@@ -730,6 +754,8 @@ cdef void carve_adjoint(Arena* a, AdjointWork* w, double** xb, double** gacc, do
     w.wv = take(a, 3 * n + m)
     tau[0] = take(a, n_tau)       # time terms at x_i and x_{i+1}
     tau[1] = take(a, n_tau)
+    st[0] = take(a, n_st)         # state terms there
+    st[1] = take(a, n_st)
 
 
 cdef inline void output_source(const symdae_model* km, const symdae_args* x,
@@ -776,6 +802,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef double* wb
     cdef double* gacc
     cdef double* tau[2]
+    cdef double* st[2]
     cdef double* tmp
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
@@ -788,14 +815,16 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     used[:] = [SYMDAE_NEWTON, SYMDAE_STATE_VJP, SYMDAE_PARAM_VJP, SYMDAE_OUTPUT_VJP]
     cdef int reads = tau_reads(km, used, 4)
     memset(&arena, 0, sizeof(Arena))
-    carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, n, m, n_p, K.n_tau)
+    carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, st, n, m, n_p, K.n_tau, K.n_st)
     carve_factors(&arena, &f)
     mem = arena_allocate(&arena)
-    carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, n, m, n_p, K.n_tau)
+    carve_adjoint(&arena, &w, &xb, &gacc, &wb, tau, st, n, m, n_p, K.n_tau, K.n_st)
     carve_factors(&arena, &f)
     arena_check(&arena, mem)
     x0.p = &p[0]
     x1.p = &p[0]
+    x0.st = NULL
+    x1.st = NULL
     if not last:
         memcpy(xb, &carry[0], nx * sizeof(double))
         memcpy(wb, &carry[nx], n * sizeof(double))
@@ -804,6 +833,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     with nogil:
         set_state(&x1, &tr, N)
         tau_at(km, &x1, &f, N, tau[1], reads)
+        state_terms(km, &x1, st[1])     # once per state, for all the kernels there
         prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
@@ -817,12 +847,16 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 break
             set_state(&x0, &tr, i - 1)
             tau_at(km, &x0, &f, i - 1, tau[0], reads)
+            state_terms(km, &x0, st[0])
             adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, wb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0
             tmp = tau[0]
             tau[0] = tau[1]
             tau[1] = tmp
+            tmp = st[0]
+            st[0] = st[1]
+            st[1] = tmp
             i -= 1
         if pivot == 0 and first and i0 + N > 0:
             initial_g_adjoint(km, &x1, &c, &w, gacc)

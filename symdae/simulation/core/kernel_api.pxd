@@ -13,6 +13,7 @@ cdef extern from "symdae_kernels.h":
         const double* p
         const double* u
         const double* tau
+        const double* st
 
     ctypedef void (*symdae_kernel)(const symdae_args* x, const double* w, double* out) noexcept nogil
 
@@ -39,6 +40,7 @@ cdef extern from "symdae_kernels.h":
         SYMDAE_MASSLESS_ROWS
         SYMDAE_TIME_TERMS
         SYMDAE_TIME_TERMS_SENSITIVITY
+        SYMDAE_STATE_TERMS
         SYMDAE_N_KERNELS
 
     ctypedef struct symdae_kernel_entry:
@@ -55,6 +57,7 @@ cdef extern from "symdae_kernels.h":
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
+        int n_st            # state terms (SYMDAE_STATE_TERMS; symdae_kernels.h)
         int jumps           # the residual has terms that jump (newton.pxd, switch_search)
         int refresh_horizon # newton.pxd: refresh when more iterations than this are predicted
         symdae_kernel_entry kernel[SYMDAE_N_KERNELS]

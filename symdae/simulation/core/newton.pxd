@@ -30,6 +30,11 @@
 # (not eps-relative) and eps times a subnormal size underflows to 0, so a damped model decaying
 # to rest would otherwise never pass test (b).
 #
+# The max-norms (residual_at, noise_ratio, correction_norm) are NaN when any entry is: a
+# running max `m = x if x > m else m` is one maxsd instruction, where the comparison-and-blend
+# that would also carry a NaN along is a chain of four that the loop waits on at every entry
+# (a quarter of the TVD's Newton loop); the NaN goes into a flag beside it instead.
+#
 # Switches (non-smooth residuals: sign, Max, Piecewise, ...): K holds the derivative of the
 # active branch, so a switch inside a step shows as poor contraction and refreshes K at the
 # current iterate (the refresh when the active set changes). In a model whose residual has
@@ -40,13 +45,13 @@
 # (b): there the switching argument is at its rounding and the round-off model (roundoff.py)
 # makes the switch undetermined by its jump. Such a step ends exactly on a switch. A search
 # that finds no switching point hands the step back to Newton (once per step).
-from libc.math cimport fabs, isfinite, INFINITY
+from libc.math cimport fabs, isfinite, INFINITY, NAN
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
                                      SYMDAE_RESIDUAL_MAGNITUDE)
 from symdae.simulation.core.dense cimport DBL_EPSILON
-from symdae.simulation.core.scheme cimport Scheme, predictor, call, time_terms
+from symdae.simulation.core.scheme cimport Scheme, predictor, call, time_terms, state_terms
 from symdae.simulation.core.sparse cimport SparseLU, factorize, apply
 
 cdef extern from "float.h":
@@ -85,6 +90,7 @@ cdef struct NewtonWork:
     double* LUr      # refreshed factorisation (nm x nm) and its pivots (nm + 1)
     int* pr
     double* tau      # time terms at t_{i+1}
+    double* st       # state terms at the current iterate (n_st; x.st points at them)
     bint all_terms   # ... all of them (the sweep stores them for derivative sweeps), else
                      # the forward ones the Newton iterations read
     double* ys       # switch_search: the segment's ends, the previous correction and the
@@ -166,43 +172,49 @@ cdef inline double extrapolate(int order, double y0, double y1, double y2) noexc
     return y0
 
 
-cdef inline double residual_at(const symdae_model* km, const symdae_args* x, const Scheme* c,
+cdef inline double residual_at(const symdae_model* km, symdae_args* x, const Scheme* c,
                                NewtonWork* w, StepOutcome* out) noexcept nogil:
     """R at the iterate w.y (q, v from it; x points at w.qc, w.vc, w.y), the Newton right-hand
     side w.dy = -R, and R's max-norm (one pass per block: at n of a few, loop overhead is
-    much of the work)."""
+    much of the work). The state terms there too, which the round-off level, a refreshed
+    matrix and, once accepted, the state's outputs and matrix read (x.st)."""
     cdef int k, n = km.n, m = km.m
-    cdef double rnorm = 0.0, wk
+    cdef double rnorm = 0.0, wk, rk
+    cdef bint nan = False
     for k in range(n):
         w.qc[k] = w.qh[k] + c.s * w.y[k]
         w.vc[k] = w.vh[k] + c.gh * w.y[k]
+    state_terms(km, x, w.st)
     call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
     out.iterations += 1
     for k in range(n):
-        w.R[k] = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
-        w.dy[k] = -w.R[k]
-        wk = fabs(w.R[k])
-        if not (wk <= rnorm):
-            rnorm = wk            # also catches NaN
+        rk = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
+        w.R[k] = rk
+        w.dy[k] = -rk
+        wk = fabs(rk)
+        rnorm = wk if wk > rnorm else rnorm     # NaN: the flag (see the top of this file)
+        nan = nan or wk != wk
     for k in range(n, n + m):
-        w.R[k] = w.res[n + k] / c.s
-        w.dy[k] = -w.R[k]
-        wk = fabs(w.R[k])
-        if not (wk <= rnorm):
-            rnorm = wk
-    return rnorm
+        rk = w.res[n + k] / c.s
+        w.R[k] = rk
+        w.dy[k] = -rk
+        wk = fabs(rk)
+        rnorm = wk if wk > rnorm else rnorm
+        nan = nan or wk != wk
+    return NAN if nan else rnorm
 
 
 cdef inline double noise_ratio(const NewtonWork* w, int nm) noexcept nogil:
     """max_r |R_r| / nu_r, the measure of tests (b) and (c)."""
     cdef int k
     cdef double ratio = 0.0, wk
+    cdef bint nan = False
     for k in range(nm):
         wk = fabs(w.R[k])
         wk = wk / w.nu[k] if w.nu[k] > 0.0 else (0.0 if wk == 0.0 else INFINITY)
-        if not (wk <= ratio):
-            ratio = wk
-    return ratio
+        ratio = wk if wk > ratio else ratio
+        nan = nan or wk != wk
+    return NAN if nan else ratio
 
 
 cdef inline bint at_noise(const NewtonWork* w, int nm) noexcept nogil:
@@ -259,6 +271,7 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
     """max_k |dy_k| / w_k, the weights of test (a)."""
     cdef int k
     cdef double amax = 0.0, lmax = 0.0, wk, norm = 0.0, eps = DBL_EPSILON
+    cdef bint nan = False
     for k in range(n):
         amax = max(amax, fabs(w.y[k]))
     for k in range(n, nm):
@@ -271,9 +284,9 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
         else:
             wk = rtol * fabs(w.y[k]) + lmax
         wk = fabs(w.dy[k]) / wk if wk > 0.0 else (0.0 if w.dy[k] == 0.0 else INFINITY)
-        if not (wk <= norm):
-            norm = wk
-    return norm
+        norm = wk if wk > norm else norm
+        nan = nan or wk != wk
+    return NAN if nan else norm
 
 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,

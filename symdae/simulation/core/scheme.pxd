@@ -27,7 +27,7 @@
 from libc.string cimport memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_TIME_TERMS,
-                                     SYMDAE_TIME_TERMS_SENSITIVITY)
+                                     SYMDAE_TIME_TERMS_SENSITIVITY, SYMDAE_STATE_TERMS)
 
 
 cdef enum:
@@ -111,6 +111,17 @@ cdef inline void time_terms(const symdae_model* km, symdae_args* x, double* tau,
     subexpressions and computes the forward ones as SYMDAE_TIME_TERMS does)."""
     x.tau = tau
     call(km, SYMDAE_TIME_TERMS_SENSITIVITY if sensitivity else SYMDAE_TIME_TERMS, x, NULL, tau)
+
+
+cdef inline void state_terms(const symdae_model* km, symdae_args* x,
+                             double* st) noexcept nogil:
+    """Evaluate the state terms at x (its t, q, v and time terms) into st and point x.st at
+    them, for the forward kernels that run at this state (a model without any leaves x.st
+    alone: its kernels never read it). x.st must be computed again, or set NULL, before a
+    kernel runs at another state."""
+    if km.n_st > 0:
+        call(km, SYMDAE_STATE_TERMS, x, NULL, st)
+        x.st = st
 
 
 cdef enum:

@@ -13,15 +13,23 @@
  * SYMDAE_TIME_TERMS_SENSITIVITY (all n_tau of them, the forward ones bit for bit as
  * SYMDAE_TIME_TERMS computes them) into the tau buffer, as the `tau` field of the kernels it
  * calls says.
+ *
+ * x->st, the state terms: the costly functions of (t, q, v) (sin, cos, exp, ...) that the
+ * residual evaluates. SYMDAE_STATE_TERMS computes them (n_st of them); the forward kernels
+ * (residual, residual_magnitude, newton, outputs) read them from x->st when it is not NULL,
+ * so that a forward sweep evaluates them once per iterate and not once per kernel; with
+ * x->st NULL they evaluate them themselves. A caller that sets x->st must have computed it
+ * at x's (t, q, v, p, u, tau).
  */
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 12
+#define SYMDAE_ABI_VERSION 13
 
 typedef struct {
     double t;
     const double *q, *v, *a, *lam, *p, *u, *tau;
+    const double *st;     /* the state terms at (t, q, v), or NULL (see the top of this file) */
 } symdae_args;
 
 typedef void (*symdae_kernel)(const symdae_args *x, const double *w, double *out);
@@ -49,6 +57,7 @@ typedef enum {
     SYMDAE_MASSLESS_ROWS,
     SYMDAE_TIME_TERMS,
     SYMDAE_TIME_TERMS_SENSITIVITY,
+    SYMDAE_STATE_TERMS,
     SYMDAE_N_KERNELS
 } symdae_kernel_id;
 
@@ -73,6 +82,7 @@ typedef void (*symdae_lu_solve)(const double *B, double *b);
 typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
+    int n_st;         /* state terms (SYMDAE_STATE_TERMS) */
     int jumps;        /* 1: the residual has terms that jump (sign, Heaviside, Piecewise) */
     int refresh_horizon;  /* Newton refreshes its matrix when it predicts more than this many
                              further iterations (newton.pxd): what a refresh costs in
