@@ -237,8 +237,10 @@ def hoist_state_terms(ds: DerivedSystem, table: dict, tau: tuple):
     st symbols, st expressions). The state terms are the residual's transcendental
     subexpressions in (t, q, v, p, u) and the time terms ``tau`` only, nested ones too (a
     reader may use cos(x) alone where the residual has exp(cos(x))), and with sin(x) or
-    cos(x) the other, in the order of a preorder walk of the residual. The table's entries are (expressions, accumulate,
-    assignments) of a tree module (no assignments)."""
+    cos(x) the other, in the order of a preorder walk of the residual. A term in a branch
+    of a Piecewise is evaluated whichever branch holds (its value unread where the other
+    does). The table's entries are (expressions, accumulate, assignments) of a tree module
+    (no assignments)."""
     S = ds.symbols
     allowed = frozenset((S.t,) + tuple(S.q) + tuple(S.v) + tuple(S.p) + tuple(S.u) + tau)
     terms: dict = {}

@@ -41,8 +41,7 @@ from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
 from symdae.simulation.core.scheme cimport (Scheme, scheme, call, zero_call, time_terms,
-                                            state_terms, Arena,
-                                 arena_allocate, arena_check)
+                                 state_terms, Arena, arena_allocate, arena_check)
 from symdae.simulation.core.newton cimport factor_into
 from symdae.simulation.core.sparse cimport SparseLU, carve_sparse
 from symdae.simulation.core.factors cimport prepare_lu

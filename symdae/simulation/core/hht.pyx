@@ -26,8 +26,7 @@ from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve, lu_solve_t, gemv_t
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
                                             time_terms, time_terms_for, tau_reads,
-                                            state_terms,
-                                            TAU_FORWARD,
+                                            state_terms, TAU_FORWARD,
                                             TAU_SENSITIVITY, Arena, take,
                                             take_int, arena_allocate,
                                             arena_check)

@@ -103,7 +103,9 @@ cdef struct StepOutcome:
     int pivot            # vanished pivot of a refreshed matrix, or -1
     double first_norm    # residual max-norm at the first iterate
     double last_norm     # ... at the last
-    double noise_ratio   # max_r |R_r| / nu_r at the last iterate
+    double noise_ratio   # max_r |R_r| / nu_r at the last iterate of a step that failed
+                         # (or that test (c) or switch_search accepted; tests (a) and (b)
+                         # leave it: its divisions cost, and only a failure's report reads it)
     bint on_switch       # accepted by switch_search: nu holds the switch's jump
 
 
@@ -311,6 +313,7 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     out.refreshes = 0
     out.pivot = -1
     out.first_norm = -1.0
+    out.noise_ratio = NAN
     out.on_switch = False
     predictor(c, qi, vi, wi, ai, w.qh, w.vh, n)
     term_sizes(c, qi, vi, wi, ai, w, n)
@@ -333,12 +336,11 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         if out.first_norm < 0.0:
             out.first_norm = rnorm
         out.last_norm = rnorm
-        # the ratio itself (divisions) only where test (c) or the outcome reads it
+        # the ratio itself (divisions) only where test (c) or a failure's report reads it
         if not isfinite(rnorm):
             out.noise_ratio = noise_ratio(w, nm)
             return NOT_FINITE
         if at_noise(w, nm):                                                # test (b)
-            out.noise_ratio = noise_ratio(w, nm)
             return OK
         if refreshed:
             ratio = noise_ratio(w, nm)
@@ -349,7 +351,6 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         apply(lu, LU, piv, w.dy)
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
-            out.noise_ratio = noise_ratio(w, nm)
             return OK
         # theta^k by multiplication (Cython's ** calls libm's pow)
         rate = norm / norm_prev
