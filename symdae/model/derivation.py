@@ -142,7 +142,7 @@ def derive(model: Model) -> DerivedSystem:
     """Derive every expression the kernels need, exactly. Deterministic for a given model."""
     S = model.symbols
     n, m, n_p, n_u = model.n, model.m, len(S.p), len(S.u)
-    v, a, lam, p, t = sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), S.p, S.t
+    v, a, lam, t = sp.Matrix(S.v), sp.Matrix(S.a), sp.Matrix(S.lam), S.t
     memo: dict = {}
 
     def kern(e):

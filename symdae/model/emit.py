@@ -125,11 +125,12 @@ def _heap_lines(array: str, doubles: int, n_out: int) -> list:
             "    }"]
 
 
-def _arrays(ds: DerivedSystem, tau: tuple) -> dict:
+def _arrays(ds: DerivedSystem, tau: tuple, st: tuple = ()) -> dict:
     """Kernel argument arrays (the fields of symdae_args) -> their symbols, in slot order."""
     S = ds.symbols
     arrays = {arr: tuple(getattr(S, arr)) for arr in _ARRAYS}
     arrays["tau"] = tuple(tau)
+    arrays["st"] = tuple(st)
     return arrays
 
 
@@ -958,7 +959,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     if not graph:
         table, st, st_exprs = hoist_state_terms(ds, table, tau)
     sizes = Sizes.of({**ds.sizes, "n_tau": len(tau), "n_st": len(st)})
-    arrays = {**_arrays(ds, tau), "st": st}
+    arrays = _arrays(ds, tau, st)
     n_partials = len(table["residual_partials"][0]) if graph else 0
     n_w = max([weight_size(s.name, sizes) for s in KERNELS]
               + [k for k, _ in helper_sizes(sizes).values()]

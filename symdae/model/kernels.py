@@ -22,7 +22,8 @@ Notation (n coordinates, m constraints, n_p parameters, n_s outputs, n_x = 3n + 
     gdot = J_G v + G_V a + dg/dt (on the rows no constraint reaches: massless nodes)
 
 Adding a kernel: one :class:`KernelSpec` entry in :data:`KERNELS` (placed before the internal
-kernels: the time and state terms), one enum line in the header and the ``.pxd``, and a new ABI number.
+kernels: the time and state terms), one enum line in the header and the ``.pxd``, and a new
+ABI number.
 """
 from __future__ import annotations
 
@@ -330,8 +331,8 @@ KERNELS = (
                doc="all the hoisted terms: the forward ones (as time_terms computes them, bit "
                    "for bit) and those only the derivative kernels read"),
     KernelSpec("state_terms", (_b("st", "n_st"),), forward=True, internal=True,
-               doc="the costly functions of (t, q, v) the residual evaluates, which the forward "
-                   "kernels read from x.st instead of evaluating them again"),
+               doc="the costly functions of (t, q, v) the residual evaluates, which the other "
+                   "kernels at that state read from x.st instead of evaluating them again"),
 )
 
 KERNEL_NAMES = tuple(k.name for k in KERNELS)

@@ -282,7 +282,7 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
 def _linearisation(backend, x0: InitialState, p, t0, u0):
     """K0 and the derivatives of the initialisation system at x0 (massless rows: those of
     gdot_r = 0)."""
-    n, n_p = backend.sizes.n, backend.sizes.n_p
+    n = backend.sizes.n
     at = _At(backend, t0, x0.q, x0.v, x0.a, x0.lam, p, u0)
     K0 = at("newton", c_m=1.0)["K"]
     J, P = at("jacobians"), at("param_jacobians")

@@ -144,3 +144,34 @@ def test_kernels_give_the_same_bits_with_and_without_the_state_terms(name):
             assert np.all(np.isfinite(own)), reader
             np.testing.assert_array_equal(given, own, err_msg=f"{name} {reader}")
 
+
+
+def test_state_terms_beyond_the_stack_budget_go_to_the_heap(monkeypatch):
+    """A kernel whose caller passes no state terms computes them into a buffer of its own:
+    on the stack, or on the heap (freed on return) beyond _STACK_DOUBLES. Compiled that way,
+    the double pendulum's kernels give the bits of the stack build, with and without x.st."""
+    import symdae.model.emit as emit
+    from symdae.compilation.cache import build_cached, cache_key
+    from symdae.simulation.backends.compiled import CompiledBackend
+
+    model = symdae.load_model("double_pendulum")[0]
+    stack = symdae.compile_model(model).backend.kernels
+    monkeypatch.setattr(emit, "_STACK_DOUBLES", 1)
+    source = emit.emit_cython(symdae.derive(model), definition_hash=model.definition_hash())
+    wrapper = source.split("static void _k_newton(")[1].split("\n    }\n")[0]
+    assert "malloc(" in wrapper and "free(st);" in wrapper
+    module, _ = build_cached(model.name + "_heap_state_terms",
+                             cache_key("state terms on the heap\0" + model.definition()),
+                             lambda: (source, {}))
+    heap = CompiledBackend(module).kernels
+    sz = symdae.compile_model(model).sizes
+    rng = np.random.default_rng(11)
+    args = [rng.uniform(-1.0, 1.0, max(size, 1)) for size in (sz.n, sz.n, sz.n, sz.m)]
+    args += [np.array(model.nominal_values, dtype=float), np.zeros(max(sz.n_u, 1))]
+    for reader in STATE_TERM_READERS:
+        idx = KERNEL_NAMES.index(reader)
+        w = rng.uniform(0.5, 1.5, max(weight_size(reader, sz), 1))
+        want = stack.evaluate(idx, 0.2, *args, w)
+        np.testing.assert_array_equal(heap.evaluate(idx, 0.2, *args, w), want, err_msg=reader)
+        np.testing.assert_array_equal(heap.evaluate(idx, 0.2, *args, w, pass_state_terms=True),
+                                      want, err_msg=reader)

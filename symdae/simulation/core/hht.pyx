@@ -143,7 +143,8 @@ cdef class Kernels:
                              f"{list(orders)}")
         cdef double[:, ::1] Kv = K, Bv = B
         cdef int[::1] pv = piv, ov = orders
-        cdef double[::1] tv = tau
+        st = np.zeros(self.n_st + 1)
+        cdef double[::1] tv = tau, sv = st
         memset(&arena, 0, sizeof(Arena))
         carve_sparse(&arena, &lu, N)
         mem = arena_allocate(&arena)
@@ -151,9 +152,10 @@ cdef class Kernels:
         arena_check(&arena, mem)
         c.kw[0], c.kw[1], c.kw[2] = kw[0], kw[1], kw[2]
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
-        x.st = NULL     # the kernels evaluate the state terms themselves
+        x.st = NULL
         with nogil:
             time_terms(self.km, &x, &tv[0], False)
+            state_terms(self.km, &x, &sv[0])     # once, for every kernel at this state
             status = prepare_lu(self.km, &x, &c, &lu, &Kv[0, 0], &Bv[0, 0], &ov[0], given)
             if status == 0:
                 status = factor_into(self.km, &x, c.kw, &lu, &Kv[0, 0], &Bv[0, 0], &pv[0])
@@ -182,13 +184,16 @@ cdef class Kernels:
         y = np.zeros(N + 1)
         piv = np.zeros(N + 1, dtype=np.intc)
         zeros = np.zeros(N + 1)
+        st = np.zeros(self.n_st + 1)
         cdef double[::1] Kv = K0, rv = res, cv = cdot, av = acc, tv = tau, yv = y, zv = zeros
+        cdef double[::1] sv = st
         cdef int[::1] pv = piv
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &zv[0], &zv[0], &p[0], &u[0]
         x.st = NULL
         with nogil:
             time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
+            state_terms(self.km, &x, &sv[0])     # once, for every kernel at this state
             call(self.km, SYMDAE_RESIDUAL, &x, NULL, &rv[0])        # at a = 0, lam = 0: g, C
             for k in range(m):
                 ok = ok and fabs(rv[2 * n + k]) <= tol
@@ -244,13 +249,15 @@ cdef class Kernels:
         grad = np.zeros(n_p + 1)
         piv = np.zeros(N + 1, dtype=np.intc)
         cdef double[::1] Kv = K0, jv = jac, pv = pj, av = acc, iv = ini, tv = tau
-        cdef double[::1] rv = rb, bv = qv, gv = grad
+        st = np.zeros(self.n_st + 1)
+        cdef double[::1] rv = rb, bv = qv, gv = grad, sv = st
         cdef int[::1] pivv = piv
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
-        x.st = NULL     # the kernels evaluate the state terms themselves
+        x.st = NULL
         with nogil:
             time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
+            state_terms(self.km, &x, &sv[0])     # once, for every kernel at this state
             initialisation_matrix(self.km, &x, &Kv[0])
             status = lu_factor(&Kv[0], &pivv[0], N)
             if status == 0:
@@ -489,14 +496,14 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
                 const Traj* tr, Factors* f, Py_ssize_t i, double* S, double** LU, int** piv,
                 bint fresh) noexcept nogil:
     """State i is in the trajectory: its outputs, stored time terms, g_i for the next step and
-    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms,
-    state terms and residual at state i are not in w yet (state 0); else x.st holds state
-    i's, from the Newton iterate it was accepted at (newton.pxd, residual_at)."""
+    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms
+    and residual at state i are not in w yet (state 0). x.st holds state i's state terms:
+    for state 0 the caller's, else those of the Newton iterate it was accepted at
+    (newton.pxd, residual_at)."""
     cdef int n = km.n, nm = km.n + km.m, pivot
     set_state(x, tr, i)
     if fresh:
         time_terms(km, x, w.tau, w.all_terms)
-        state_terms(km, x, w.st)
         call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
     x.tau = w.tau
     memcpy(w.gprev, w.res + n, n * sizeof(double))
@@ -558,13 +565,14 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     arena_check(&arena, mem)
     w.all_terms = f.TAU != NULL
     x.p = &p[0]
-    x.st = NULL         # from state 0 on (settle), the state terms of x's state
+    x.st = NULL         # from state 0 on, the state terms of x's state
     rep.pivot = -1
     memcpy(w.nu, &carry[0], nm * sizeof(double))
     memcpy(w.fq, &carry[nm], nm * sizeof(double))
     with nogil:
         set_state(&x, &tr, i)
         time_terms(km, &x, w.tau, False)
+        state_terms(km, &x, w.st)       # state 0's, for prepare_lu and settle
         pivot = prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], have_order)
         if pivot == 0:
             pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)

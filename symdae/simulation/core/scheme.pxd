@@ -116,8 +116,8 @@ cdef inline void time_terms(const symdae_model* km, symdae_args* x, double* tau,
 cdef inline void state_terms(const symdae_model* km, symdae_args* x,
                              double* st) noexcept nogil:
     """Evaluate the state terms at x (its t, q, v and time terms) into st and point x.st at
-    them, for the forward kernels that run at this state (a model without any leaves x.st
-    alone: its kernels never read it). x.st must be computed again, or set NULL, before a
+    them, for every kernel that runs at this state (a model without any leaves x.st alone:
+    its kernels never read it). x.st must be computed again, or set NULL, before a
     kernel runs at another state."""
     if km.n_st > 0:
         call(km, SYMDAE_STATE_TERMS, x, NULL, st)

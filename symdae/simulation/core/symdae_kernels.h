@@ -15,10 +15,10 @@
  * calls says.
  *
  * x->st, the state terms: the costly functions of (t, q, v) (sin, cos, exp, ...) that the
- * residual evaluates. SYMDAE_STATE_TERMS computes them (n_st of them); the forward kernels
- * (residual, residual_magnitude, newton, outputs) read them from x->st when it is not NULL,
- * so that a forward sweep evaluates them once per iterate and not once per kernel; with
- * x->st NULL they evaluate them themselves. A caller that sets x->st must have computed it
+ * residual evaluates. SYMDAE_STATE_TERMS computes them (n_st of them); every kernel that
+ * contains one reads it from x->st when x->st is not NULL, so that a sweep evaluates them
+ * once per state (a forward sweep: once per Newton iterate) and not once per kernel; with
+ * x->st NULL a kernel evaluates them itself, with the same result bit for bit. A caller that sets x->st must have computed it
  * at x's (t, q, v, p, u, tau).
  */
 #ifndef SYMDAE_KERNELS_H
