@@ -23,8 +23,9 @@ script measures both paths so that threshold rests on figures:
   side into a work buffer first; the cost of that copy alone is measured and subtracted.
 * Figures are ns per call: median over several repeats, with the paths interleaved within a
   repeat so that noise from other processes hits all paths alike. "step" is one factorisation
-  plus three solves, the mix of one HHT step (about 3 Newton iterations per step, one
-  factorisation at the accepted state).
+  plus three solves, the mix of one HHT step with its adjoint step (about 2 Newton
+  iterations per step with one factorisation at their start value, and the adjoint's
+  factorisation at the accepted state and its solve).
 
     python benchmarks/bench_linalg.py [--quick] [--sizes 3,5,8,12,16,20,24,32,40]
 """

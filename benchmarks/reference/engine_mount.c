@@ -13,7 +13,7 @@
  *
  * Newton on y = (a_{i+1}, lam_{i+1}) exactly as the core does it (so that the two trajectories
  * agree to round-off): start from (a, lam) extrapolated linearly from the last two states, the
- * iteration matrix K of eq. (16) taken at the last accepted state, refreshed at the current
+ * iteration matrix K of eq. (16) taken at that start value, refreshed at the current
  * iterate when the contraction estimate says it cannot reach the tolerance in three more
  * iterations; stop when the next correction is below rtol |y| plus the core's round-off floor,
  * or when every residual row is at its round-off level (same formulas as the core).
@@ -152,23 +152,26 @@ static inline void em_solve(const em_ctx *c, const em_fac *f, const double *r, d
 }
 
 /* Round-off level of each residual row near the accepted state (the core's residual_noise,
- * written out for the 12 nonzeros of K): sum_c |K_rc| fq_c + eps (|cM Ma_r| + (1 + |ap|) |g_r|)
- * with fq = eps (|q| + h |v| + h^2 |a|) / s for accelerations and eps |lam| for lam. */
-static inline void em_noise(const em_ctx *c, const em_fac *f, const double *q, const double *v,
+ * written out for the 12 nonzeros of K, K there): sum_c |K_rc| fq_c
+ * + eps (|cM Ma_r| + (1 + |ap|) |g_r|) with fq = eps (|q| + h |v| + h^2 |a|) / s for
+ * accelerations and eps |lam| for lam. */
+static inline void em_noise(const em_ctx *c, const double *q, const double *v,
                             const double *a, double lam, const double *g, double *nu)
 {
     const double eps = DBL_EPSILON, h = c->h, e1 = eps * (1.0 + fabs(c->ap));
+    const double d00 = c->k00c + c->k00x * (q[0] * q[0]);
+    const double d33 = c->k33c + c->k33v * (v[3] * v[3]);
     double fq[5];
     int k;
     for (k = 0; k < 4; k++)
         fq[k] = (fabs(q[k]) + h * fabs(v[k]) + h * h * fabs(a[k])) * (eps / c->s);
     fq[4] = fabs(lam) * eps;
-    nu[0] = fabs(f->d00) * fq[0] + fabs(c->k01) * fq[1]
+    nu[0] = fabs(d00) * fq[0] + fabs(c->k01) * fq[1]
             + eps * fabs(c->cM * c->mL * a[0]) + e1 * fabs(g[0]);
     nu[1] = fabs(c->k01) * fq[0] + fabs(c->k11) * fq[1] + fabs(c->c1) * fq[4] + e1 * fabs(g[1]);
     nu[2] = fabs(c->k22) * fq[2] + fabs(c->c2) * fq[4]
             + eps * fabs(c->cM * c->mM * a[2]) + e1 * fabs(g[2]);
-    nu[3] = fabs(f->d33) * fq[3] + fabs(c->c3) * fq[4]
+    nu[3] = fabs(d33) * fq[3] + fabs(c->c3) * fq[4]
             + eps * fabs(c->cM * c->mH * a[3]) + e1 * fabs(g[3]);
     nu[4] = fabs(c->c1) * fq[1] + fabs(c->c2) * fq[2] + fabs(c->c3) * fq[3];
 }
@@ -234,12 +237,7 @@ int em_forward(const double *p, double t0, double h, long N, double alpha, const
         J += r * r;
     }
     em_g(&c, em_tau(&c, t0), q, v, lam, gprev);
-    status = em_factor(&c, q[0], v[3], &fac);
-    if (status != EM_OK) {
-        out[4] = t0;
-        goto done;
-    }
-    em_noise(&c, &fac, q, v, a, lam, gprev, nu);
+    em_noise(&c, q, v, a, lam, gprev, nu);
 
     for (i = 0; i < N; i++) {
         t1 = t0 + (i + 1) * h;
@@ -278,6 +276,11 @@ int em_forward(const double *p, double t0, double h, long N, double alpha, const
             if (!isfinite(rnorm)) {
                 status = EM_NOT_FINITE;
                 break;
+            }
+            if (j == 0) {                      /* the iteration matrix at the start value */
+                status = em_factor(&c, qc[0], vc[3], &fac);
+                if (status != EM_OK)
+                    break;
             }
             if (at_noise) {
                 ok = 1;
@@ -348,14 +351,8 @@ int em_forward(const double *p, double t0, double h, long N, double alpha, const
             r = a[0] - data[i + 1];
             J += r * r;
         }
-        status = em_factor(&c, q[0], v[3], &fac);
-        if (status != EM_OK) {
-            out[4] = t1;
-            break;
-        }
-        em_noise(&c, &fac, q, v, a, lam, g, nu);
+        em_noise(&c, q, v, a, lam, g, nu);
     }
-done:
     out[0] = 0.5 * h * J;
     out[1] = (double)iters;
     out[2] = (double)refreshes;

@@ -23,8 +23,10 @@ class Trajectory:
     a is what the model's equations see as q'': with scheme hht-ga the physical acceleration
     at t_i, with hht-paper the scheme's algorithmic acceleration (see ``w``).
     outputs : {name: (N+1,)}
-    counters : steps, newton_iterations, factorizations, jacobian_refreshes (and switches,
-        on_switch for a model with non-smooth terms: symdae/simulation/switches.py)
+    counters : steps, newton_iterations, factorizations, jacobian_refreshes, newton_restarts
+        (steps Newton solved again from the last state's a and lambda, its start value
+        having failed; newton.pxd) and switches, on_switch for a model with non-smooth terms
+        (symdae/simulation/switches.py)
     params : {name: value} used for this run
     scenario : the :class:`~symdae.simulation.scenario.Scenario` it ran (h, alpha, t0, ...)
     """
@@ -96,7 +98,9 @@ class Trajectory:
             f"t = {self.t[0]:g} .. {self.t[-1]:g} s, wall time {self.wall_time * 1e3:.2f} ms",
             f"Newton iterations: {c['newton_iterations']} ({c['newton_iterations'] / steps:.2f}"
             f" per step), factorizations: {c['factorizations']}, "
-            f"Jacobian refreshes: {c['jacobian_refreshes']}",
+            f"Jacobian refreshes: {c['jacobian_refreshes']}"
+            + (f", steps solved again from the last state: {c['newton_restarts']}"
+               if c.get("newton_restarts") else ""),
         ]
         if "switches" in c:
             lines.append(f"switches of non-smooth terms between grid points: {c['switches']}, "

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pytest
 
 import symdae
 from symdae import Experiment, LeastSquares, Measurement, identify

@@ -229,9 +229,15 @@ def test_engine_mount_newton_iterations_capped(engine_mount):
     c = tr.counters
     assert c["steps"] == 10000
     mean = c["newton_iterations"] / c["steps"]
-    assert mean <= 4.0, c
+    # K at Newton's start value (newton.pxd): the first correction leaves one within the
+    # tolerance, two residuals per step (2.9 with K at the last accepted state)
+    assert mean <= 2.2, c
     assert c["jacobian_refreshes"] <= 10, c
-    assert c["factorizations"] == c["steps"] + 1 + c["jacobian_refreshes"], c
+    assert c["factorizations"] == c["steps"] + c["jacobian_refreshes"], c
+    # storing them for the derivative sweeps: K at every accepted state too, state 0's included
+    stored = engine_mount.simulate(t_end=1.0, h=1e-4, store_factorizations=True)
+    np.testing.assert_array_equal(stored.q, tr.q)
+    assert stored.counters["factorizations"] == 2 * c["steps"] + 1 + c["jacobian_refreshes"]
     # a hard per-step cap: every step converges within 5 residual evaluations
     capped = engine_mount.simulate(t_end=1.0, h=1e-4, max_iter=5)
     np.testing.assert_array_equal(capped.q, tr.q)

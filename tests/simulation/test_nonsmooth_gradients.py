@@ -32,7 +32,10 @@ RATIO = (3.2, 5.0)      # err(delta) / err(delta / 2) for an O(delta^2) error
 def case(name: str):
     model, ns = symdae.load_model("belt_friction")
     if name == "belt_sign":
-        return symdae.compile_model(ns["model_sign"]), ns["SCENARIO_SLIP"], ["x", "v"], 1e-6
+        # J carries Newton's tolerance (about 1e-10 of this gradient's size over the FD step,
+        # either way): at delta = 1e-6 that is a tenth of the truncation error, enough to
+        # move the Richardson ratio out of its band; at 4e-6 it is a hundredth
+        return symdae.compile_model(ns["model_sign"]), ns["SCENARIO_SLIP"], ["x", "v"], 4e-6
     if name == "belt_tanh":
         return symdae.compile_model(model), ns["SCENARIO"], ["x", "v"], 1e-6
     model, ns = symdae.load_model("end_stop")

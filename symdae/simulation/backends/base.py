@@ -142,12 +142,14 @@ class Counters:
     steps: int = 0
     newton_iterations: int = 0       # residual evaluations
     factorizations: int = 0          # LU of the (n+m) x (n+m) Newton matrix
-    jacobian_refreshes: int = 0      # factorisations at a Newton iterate (not a state)
+    jacobian_refreshes: int = 0      # factorisations at a later Newton iterate
+    newton_restarts: int = 0         # steps solved again from the last state's (a, lam)
 
     def as_dict(self) -> dict:
         return dict(steps=self.steps, newton_iterations=self.newton_iterations,
                     factorizations=self.factorizations,
-                    jacobian_refreshes=self.jacobian_refreshes)
+                    jacobian_refreshes=self.jacobian_refreshes,
+                    newton_restarts=self.newton_restarts)
 
     def __add__(self, other: "Counters") -> "Counters":
         """The counts of two runs one after the other (segments of a checkpointed run)."""

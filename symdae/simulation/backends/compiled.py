@@ -69,7 +69,8 @@ def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool) -> np
 
 def _report(rep: dict) -> SweepReport:
     counters = Counters(int(rep["steps"]), int(rep["newton_iterations"]),
-                        int(rep["factorizations"]), int(rep["jacobian_refreshes"]))
+                        int(rep["factorizations"]), int(rep["jacobian_refreshes"]),
+                        int(rep["restarts"]))
     return SweepReport(STATUSES[rep["status"]], counters, float(rep["time"]), int(rep["step"]),
                        int(rep["iterations"]), float(rep["residual_norm"]),
                        float(rep["first_residual_norm"]), float(rep["noise_ratio"]),

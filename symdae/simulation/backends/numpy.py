@@ -194,6 +194,7 @@ class NumpyBackend:
         Uf = np.empty((rows, sz.n_u))
         Uf[first:] = U
         t = grid.t0 + grid.h * (grid.i0 - first + np.arange(rows))
+        # full Newton from the extrapolated start: no restarts (newton_restarts stays 0)
         counts = dict(steps=0, newton_iterations=0, factorizations=0, jacobian_refreshes=0)
         Ks = np.empty((rows, nm, nm)) if store else None
 

@@ -9,10 +9,10 @@ coefficients are documented in scheme.pxd; one step of each sweep is a function 
 every shape and type before calling in, so the nogil loops trust their inputs. Each sweep returns
 a report (a dict: status and counters) that the backend turns into named records.
 
-The forward sweep factorises the Newton matrix K of eq. (16) once per step at the accepted state;
-that factorisation is the next step's iteration matrix and exactly the matrix the tangent and
-adjoint sweeps need. With ``LU`` given it is stored per step (and so are the time terms), else
-the derivative sweeps refactorise from the stored states: the same numbers either way.
+The forward sweep factorises the Newton matrix K of eq. (16) once per step at Newton's start
+value (newton.pxd); the tangent and adjoint sweeps need it at the accepted states. With ``LU``
+given the forward sweep factorises it there too and stores it per step (and the time terms),
+else the derivative sweeps refactorise from the stored states: the same numbers either way.
 """
 import numpy as np
 
@@ -455,6 +455,7 @@ cdef struct ForwardReport:
     Py_ssize_t newton_iterations
     Py_ssize_t factorizations
     Py_ssize_t jacobian_refreshes
+    Py_ssize_t restarts     # steps Newton solved again from the last state's (a, lam)
     double time             # of the failure
     Py_ssize_t step         # index of the state that could not be computed
     int iterations          # Newton iterations of the failed step
@@ -493,14 +494,13 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau,
 
 
 cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonWork* w,
-                const Traj* tr, Factors* f, Py_ssize_t i, double* S, double** LU, int** piv,
-                bint fresh) noexcept nogil:
-    """State i is in the trajectory: its outputs, stored time terms, g_i for the next step and
-    the factorisation of K there (the next step's iteration matrix). ``fresh``: the time terms
-    and residual at state i are not in w yet (state 0). x.st holds state i's state terms:
-    for state 0 the caller's, else those of the Newton iterate it was accepted at
-    (newton.pxd, residual_at)."""
-    cdef int n = km.n, nm = km.n + km.m, pivot
+                const Traj* tr, Factors* f, Py_ssize_t i, double* S, bint fresh) noexcept nogil:
+    """State i is in the trajectory: its outputs, g_i for the next step and, where the sweep
+    stores them for the derivative sweeps, its time terms and the factorisation of K there.
+    ``fresh``: the time terms and residual at state i are not in w yet (state 0). x.st holds
+    state i's state terms: for state 0 the caller's, else those of the Newton iterate it was
+    accepted at (newton.pxd, residual_at). Returns 0 or factor_into's pivot code."""
+    cdef int n = km.n, nm = km.n + km.m
     set_state(x, tr, i)
     if fresh:
         time_terms(km, x, w.tau, w.all_terms)
@@ -510,13 +510,9 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     call(km, SYMDAE_OUTPUTS, x, NULL, S + i * km.n_s)
     if f.TAU != NULL:       # w.all_terms: the step evaluated all of them
         memcpy(f.TAU + i * f.n_tau, w.tau, f.n_tau * sizeof(double))
-    if f.LU != NULL:
-        LU[0] = f.LU + i * nm * nm
-        piv[0] = f.piv + i * (nm + 1)
-    else:
-        LU[0] = f.LUw
-        piv[0] = f.pw
-    return factor_into(km, x, c.kw, &f.lu, w.K, LU[0], piv[0])
+    if f.LU == NULL:
+        return 0
+    return factor_into(km, x, c.kw, &f.lu, f.K, f.LU + i * nm * nm, f.piv + i * (nm + 1))
 
 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
@@ -550,9 +546,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0 - first)
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* Sb = base(S)
-    cdef double* LUcur
-    cdef int* pcur
     cdef Py_ssize_t i = first, i1, i2, last = first + N
+    cdef int extrapolation
     cdef bint have_noise = carry[2 * nm] != 0.0
     cdef symdae_args x
     memset(&arena, 0, sizeof(Arena))
@@ -575,8 +570,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         state_terms(km, &x, w.st)       # state 0's, for prepare_lu and settle
         pivot = prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], have_order)
         if pivot == 0:
-            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, True)
-        rep.factorizations = 1
+            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, True)
+        rep.factorizations = f.LU != NULL
         if pivot != 0:
             rep.status = NOT_FINITE if pivot < 0 else SINGULAR
             rep.pivot = pivot - 1
@@ -588,15 +583,25 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 break
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
-            rep.status = newton_step(
-                km, &x, &c, &w, &f.lu, LUcur, pcur, tr.q + i * n, tr.v + i * n, tr.w + i * n,
-                tr.a + i * n, tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m, tr.a + i2 * n,
-                tr.lam + i2 * m, min(tr.offset + i, 2), time_of(&tr, i + 1),
-                tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
+            extrapolation = min(tr.offset + i, 2)
+            while True:
+                rep.status = newton_step(
+                    km, &x, &c, &w, &f.lu, tr.q + i * n, tr.v + i * n, tr.w + i * n,
+                    tr.a + i * n, tr.lam + i * m, tr.a + i1 * n, tr.lam + i1 * m,
+                    tr.a + i2 * n, tr.lam + i2 * m, extrapolation, time_of(&tr, i + 1),
+                    tr.u + (i + 1) * tr.n_u, rtol, max_iter, have_noise, &so)
+                rep.newton_iterations += so.iterations
+                rep.factorizations += so.factorizations
+                rep.jacobian_refreshes += so.refreshes
+                if rep.status == OK or extrapolation == 0:
+                    break
+                # Where a changes fast (a whipping chain of links at a large h) the
+                # extrapolation can overshoot so far that Newton from there, with K there,
+                # fails: the step once more from state i's (a, lam), K close to state i
+                extrapolation = 0
+                have_noise = False
+                rep.restarts += 1
             have_noise = not so.on_switch   # a switch's round-off level holds only on it
-            rep.newton_iterations += so.iterations
-            rep.factorizations += so.refreshes
-            rep.jacobian_refreshes += so.refreshes
             if rep.status != OK:
                 rep.iterations = so.iterations
                 rep.residual_norm = so.last_norm
@@ -611,8 +616,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             memcpy(tr.a + i * n, w.y, n * sizeof(double))
             memcpy(tr.lam + i * m, w.y + n, m * sizeof(double))
             recursion(&c, tr.a + i * n, tr.a + (i - 1) * n, tr.w + i * n, n)
-            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, &LUcur, &pcur, False)
-            rep.factorizations += 1
+            pivot = settle(km, &x, &c, &w, &tr, &f, i, Sb, False)
+            rep.factorizations += f.LU != NULL
             if pivot != 0:
                 rep.status = NOT_FINITE if pivot < 0 else SINGULAR
                 rep.pivot = pivot - 1
