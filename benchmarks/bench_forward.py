@@ -187,7 +187,8 @@ def print_reference(r):
          "", ""),
         ("  Newton iterations per step", f"{c['newton_iterations'] / N:.3f}", "", ""),
         ("  factorisations per step", f"{c['factorizations'] / N:.4f} "
-         f"({c['factorizations']} incl. state 0; {c['jacobian_refreshes']} refreshes)", "", ""),
+         f"({c['factorizations']}: one per step at its start value, {c['jacobian_refreshes']} "
+         "refreshes)", "", ""),
     ]
     if "cold" in r:
         cd = r["cold"]

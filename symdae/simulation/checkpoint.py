@@ -44,11 +44,13 @@ __all__ = ["MemoryPlan", "plan", "GradientRun", "cost_and_gradient", "DEFAULT_ME
 DEFAULT_MEMORY_FRACTION = 0.25   # of the machine's memory, for the states a gradient keeps
 # A gradient's forward sweep keeps every step's factorised Newton matrix (the adjoint then
 # reads it instead of refactorising) when it takes at most this many times the bytes of the
-# states the run keeps anyway. Measured (J + gradient, stored / refactorised): 0.87-0.97 from
-# 0.5 (double pendulum) to 4.1 times the states (spring chain, 20 x 20), but 4.8 (!) at 15
-# (four-cylinder TVD, 42 x 42: writing and reading 700 MB costs more than refactorising); the
-# bound keeps a gradient's memory within five times its states'.
-STORED_FACTORIZATION_RATIO = 4
+# states the run keeps anyway. The forward sweep's own iteration matrix is taken at each
+# step's start value (newton.pxd), so storing costs it one factorisation per step at the
+# accepted state, the one the adjoint saves: what is left is the memory traffic. Measured
+# (J + gradient, stored / refactorised): 0.98-0.99 at 0.7-1.24 times the states (double
+# pendulum, pendulum, engine mount), 1.03 at 2.0 (slider-crank, 9 x 9), 1.06 at 5.4 (Andrews'
+# squeezer), 1.16 at 4.1 (spring chain, 20 x 20), 1.7 at 10 (four-cylinder TVD, 42 x 42).
+STORED_FACTORIZATION_RATIO = 1.5
 
 
 @dataclass(frozen=True)
