@@ -12,8 +12,9 @@ What it does, all in a temporary folder (nothing is kept):
    the instructions of the inlined helpers (lu_factor, lu_solve, residual_noise, ...) on their
    lines in hht.pyx / dense.pxd (through the line comments Cython writes into the C file);
 2. runs, under ``valgrind --tool=callgrind``, the bare forward sweep (with and without stored
-   factorisations) and the adjoint sweep of the engine-mount reference scenario at the paper's
-   start values, collecting only inside that sweep (--toggle-collect), and the C reference
+   factorisations), the adjoint sweep and the tangent sweep of the Fisher information (the
+   four free parameters' output sensitivities, time terms kept) of the engine-mount
+   reference scenario at the paper's start values, collecting only inside that sweep (--toggle-collect), and the C reference
    (collecting inside the ctypes call);
 3. prints instructions per step: per core function (inline helpers included, by the
    ``def``/``cdef`` that encloses the source line), the hottest source lines of the sweep
@@ -44,6 +45,7 @@ CHILD = textwrap.dedent('''
     import symdae
     from symdae.costs.time_domain import LeastSquares
     from symdae.simulation.backends.base import scheme_code
+    from symdae.simulation.sensitivity import tangent
 
     model, ns = symdae.load_model("engine_mount")
     s = symdae.compile_model(model)
@@ -51,6 +53,8 @@ CHILD = textwrap.dedent('''
     data = s.simulate(sc).outputs["a1"].copy()
     cost = LeastSquares({"a1": data}, ["a1"])
     tr = s.simulate(sc, params=ns["START"], store_factorizations=True)
+    # the Fisher information's: the time terms kept, the factorisations not
+    trk = s.simulate(sc, params=ns["START"], keep_time_terms=True)
     _, dS = cost.evaluate(s, tr)
     backend = s.backend
     hht, k, sw, N = backend.hht, backend.kernels, tr._sweep.forward, sc.n_steps
@@ -87,6 +91,8 @@ CHILD = textwrap.dedent('''
             forward(True)
         elif mode == "adjoint":
             backend.adjoint(tr._sweep.forward, dS)
+        elif mode == "tangent":
+            tangent(s, trk, list(ns["FREE"]), states=False)
         elif mode == "ref_J":
             ref.cost(p)
         elif mode == "ref_JG":
@@ -97,7 +103,8 @@ CHILD = textwrap.dedent('''
 # def (exactly one function, so collection is not toggled twice), or libffi's call for the
 # ctypes reference
 TOGGLE = {"forward": "__pyx_pw_*hht_*forward", "forward_store": "__pyx_pw_*hht_*forward",
-          "adjoint": "__pyx_pw_*hht_*adjoint", "ref_J": "ffi_call*", "ref_JG": "ffi_call*"}
+          "adjoint": "__pyx_pw_*hht_*adjoint", "tangent": "__pyx_pw_*hht_*tangent",
+          "ref_J": "ffi_call*", "ref_JG": "ffi_call*"}
 
 
 def build_core(tmp: Path) -> Path:
@@ -243,9 +250,9 @@ def main(argv=None) -> int:
         cmap, owner = source_map(c_file)
         steps = 10_000 * args.reps
         results = {}
-        for mode in ("forward", "forward_store", "adjoint", "ref_J", "ref_JG"):
+        for mode in ("forward", "forward_store", "adjoint", "tangent", "ref_J", "ref_JG"):
             results[mode] = parse(run_callgrind(tmp, pkg, mode, args.reps), cmap, owner)
-        for mode in ("forward", "forward_store", "adjoint"):
+        for mode in ("forward", "forward_store", "adjoint", "tangent"):
             report(f"symdae {mode.replace('_', ' ')}", results[mode], steps, args.top, c_file)
         tot = {m: (sum(r[0].values()) + sum(r[2].values())) / steps
                for m, r in results.items()}
