@@ -300,9 +300,9 @@ cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double 
 
 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
-                            NewtonWork* w, const SparseLU* lu, const double* qi, const double* vi, const double* wi,
-                            const double* ai, const double* li, const double* a1,
-                            const double* l1,
+                            NewtonWork* w, const SparseLU* lu, const double* qi,
+                            const double* vi, const double* wi, const double* ai,
+                            const double* li, const double* a1, const double* l1,
                             const double* a2, const double* l2, int order,
                             double t1, const double* u1, double rtol, int max_iter,
                             bint have_noise, StepOutcome* out) noexcept nogil:
