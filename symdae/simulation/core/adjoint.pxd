@@ -104,7 +104,10 @@ cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
     step's parameter adjoint."""
     state_step(km, x1, x0, c, w, lu, LU, piv, xb, wb, w.mu)       # mu is now r = (r_d, r_c)
     if km.n_p > 0:
-        step_weights(km, c, w.mu, w.rd_next, w.wv)
+        if c.ap != 0.0:
+            step_weights(km, c, w.mu, w.rd_next, w.wv)
+        # else (hht-ga) w.wv still holds state_step's weights of x_{i+1}, (cM r_d, r_d,
+        # r_c / s): the same numbers
         call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)
     memcpy(w.rd_next, w.mu, km.n * sizeof(double))
 
