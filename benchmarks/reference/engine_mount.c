@@ -108,12 +108,23 @@ static inline double em_g(const em_ctx *c, double tau, const double *q, const do
     return c->c1 * q[1] + c->c2 * q[2] + c->c3 * q[3];
 }
 
+/* K's two entries that vary: d00 through x1^2, d33 through v4^2 */
+static inline double em_d00(const em_ctx *c, double x1)
+{
+    return c->k00c + c->k00x * (x1 * x1);
+}
+
+static inline double em_d33(const em_ctx *c, double v4)
+{
+    return c->k33c + c->k33v * (v4 * v4);
+}
+
 /* K at (x1, v4), eliminated; 0, or EM_SINGULAR / EM_NOT_FINITE */
 static inline int em_factor(const em_ctx *c, double x1, double v4, em_fac *f)
 {
     double det, S;
-    f->d00 = c->k00c + c->k00x * (x1 * x1);
-    f->d33 = c->k33c + c->k33v * (v4 * v4);
+    f->d00 = em_d00(c, x1);
+    f->d33 = em_d33(c, v4);
     det = f->d00 * c->k11 - c->k01 * c->k01;
     if (!isfinite(det) || !isfinite(f->d33))
         return EM_NOT_FINITE;
@@ -159,8 +170,7 @@ static inline void em_noise(const em_ctx *c, const double *q, const double *v,
                             const double *a, double lam, const double *g, double *nu)
 {
     const double eps = DBL_EPSILON, h = c->h, e1 = eps * (1.0 + fabs(c->ap));
-    const double d00 = c->k00c + c->k00x * (q[0] * q[0]);
-    const double d33 = c->k33c + c->k33v * (v[3] * v[3]);
+    const double d00 = em_d00(c, q[0]), d33 = em_d33(c, v[3]);
     double fq[5];
     int k;
     for (k = 0; k < 4; k++)

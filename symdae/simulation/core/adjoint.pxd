@@ -106,8 +106,8 @@ cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
     if km.n_p > 0:
         if c.ap != 0.0:
             step_weights(km, c, w.mu, w.rd_next, w.wv)
-        # else (hht-ga) w.wv still holds state_step's weights of x_{i+1}, (cM r_d, r_d,
-        # r_c / s): the same numbers
+        # else (hht-ga, or hht-paper at alpha = 0) w.wv still holds state_step's weights of
+        # x_{i+1}, (cM r_d, r_d, r_c / s): step_weights' numbers
         call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)
     memcpy(w.rd_next, w.mu, km.n * sizeof(double))
 
