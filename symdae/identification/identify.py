@@ -154,8 +154,9 @@ class _Objective:
 
     Remembers the last point (scipy asks for J and the gradient at the same w), counts
     evaluations, and turns a failed simulation (or a POD mode that cannot be matched) at a
-    trial point into a cost ten times the largest seen so far, with a zero gradient, so
-    that the line search backs off towards the last good point. Not ``inf``: L-BFGS-B's
+    trial point, or a cost above ten times the largest seen so far (a run that blew up),
+    into that bound, with a zero gradient, so that the line search backs off towards the
+    last good point. Not ``inf``: L-BFGS-B's
     Moré-Thuente search interpolates between f values, and an infinite one ends the run
     there with "ABNORMAL" or a spurious convergence. At the start values (``strict=True``)
     the error propagates: there the cause is the set-up, not the step.
@@ -170,7 +171,7 @@ class _Objective:
         self.labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
         self.evaluations = 0          # simulations + adjoint gradients, per experiment
         self.per_experiment: dict = {}
-        self.failures = 0             # trial points where the cost is undefined
+        self.failures = 0             # trial points where the cost is undefined or bounded
         self._worst = 0.0             # largest finite cost seen
         self._last = None
 
@@ -201,6 +202,14 @@ class _Objective:
             J += r.cost
             g += r.gradient[c]
             self.per_experiment[label] = r.cost
+        if self._worst > 0 and not J <= 10.0 * self._worst:
+            # a run that blew up (a trial point far outside the model's stable range: the
+            # cost grows by orders of magnitude, its gradient more) is no better a guide for
+            # the line search than one that failed; its astronomical slope would only shrink
+            # the next trial step
+            self._last = None
+            self.failures += 1
+            return 10.0 * self._worst, np.zeros(len(self.free))
         out = (J, g * self.scales)
         if math.isfinite(J):
             self._worst = max(self._worst, abs(J))
@@ -464,7 +473,8 @@ def _minimize(exps, free, start, scales, sb, method, max_iterations, options, pr
     success, message = _verdict(res, method, g_best, g0)
     if objective.failures:
         message += (f"; {objective.failures} trial point(s) had no cost (simulation failed "
-                    "or POD mode lost) and the line search backed off from them")
+                    "or POD mode lost) or blew up (over ten times the largest cost seen) and "
+                    "the line search backed off from them")
     return IdentificationResult(
         free=free, start=start, values=objective.physical(w_best),
         scales=dict(zip(free, scales.tolist())), start_cost=J0, cost=J_best,

@@ -24,8 +24,8 @@ class Trajectory:
     at t_i, with hht-paper the scheme's algorithmic acceleration (see ``w``).
     outputs : {name: (N+1,)}
     counters : steps, newton_iterations, factorizations, jacobian_refreshes, newton_restarts
-        (steps Newton solved again from the last state's a and lambda, its start value
-        having failed; newton.pxd) and switches, on_switch for a model with non-smooth terms
+        (repeated solves of a step: from the last state's a and lambda where the
+        extrapolated start failed or led far from itself, hht.pyx) and switches, on_switch for a model with non-smooth terms
         (symdae/simulation/switches.py)
     params : {name: value} used for this run
     scenario : the :class:`~symdae.simulation.scenario.Scenario` it ran (h, alpha, t0, ...)
@@ -99,7 +99,7 @@ class Trajectory:
             f"Newton iterations: {c['newton_iterations']} ({c['newton_iterations'] / steps:.2f}"
             f" per step), factorizations: {c['factorizations']}, "
             f"Jacobian refreshes: {c['jacobian_refreshes']}"
-            + (f", steps solved again from the last state: {c['newton_restarts']}"
+            + (f", steps solved again: {c['newton_restarts']}"
                if c.get("newton_restarts") else ""),
         ]
         if "switches" in c:

@@ -291,6 +291,24 @@ class _ModeLostAbove(LeastSquares):
         return super().evaluate(system, traj)
 
 
+def test_a_trial_point_that_blew_up_makes_the_line_search_back_off(experiment):
+    """Negative damping: the run grows by orders of magnitude and its cost with it. Such a
+    point gets ten times the largest cost seen and a zero gradient, like a failed one; a
+    point merely worse keeps its own cost and gradient."""
+    from symdae.identification.identify import _Objective
+    objective = _Objective([experiment], ["c", "d"], [1.0, 1.0], None, progress=None)
+    J_good, g = objective([30.0, 0.5])
+    assert math.isfinite(J_good) and g.any()
+    worse = experiment.evaluate({"c": 60.0, "d": 0.4}, gradient=True)
+    assert J_good < worse.cost < 10.0 * J_good         # the premise of the second case
+    J, g = objective([60.0, 0.4])
+    assert J == worse.cost and g.any() and objective.failures == 0
+    blown = experiment.evaluate({"c": 40.0, "d": -6.0}).cost
+    assert blown > 100.0 * worse.cost                   # the premise of the first case
+    J, g = objective([40.0, -6.0])
+    assert J == 10.0 * worse.cost and not g.any() and objective.failures == 1
+
+
 def test_a_cost_undefined_at_a_trial_point_makes_the_line_search_back_off(oscillator):
     from symdae.identification.identify import _Objective
     base = oscillator_experiment(oscillator)

@@ -172,22 +172,28 @@ def test_graph_modules_refresh_later_and_run_the_same_scheme():
     assert np.max(np.abs(g_adj - g_tlm)) <= 1e-10 * np.max(np.abs(g_tlm)), (g_adj, g_tlm)
 
 
-def test_a_step_whose_extrapolated_start_fails_is_solved_from_the_last_state():
-    """The 5-link cart whipping at h = 6 ms: where a changes fast, a step's quadratic
-    extrapolation overshoots and Newton fails from there (K taken at the start value,
-    newton.pxd); the forward sweep solves that step again from the last state's (a, lam) and
-    the run goes through (with K at the last accepted state instead, Newton failed at step 81
-    of this run). Every state it accepted satisfies the equations of motion
+@pytest.mark.parametrize("h, why", [
+    (6e-3, "failed"),   # with K at the last accepted state Newton failed at step 81
+    (4e-3, "far"),      # without the second solve: a root far off, accelerations of 1e26
+])
+def test_a_step_whose_extrapolated_start_fails_or_leads_far_is_solved_from_the_last_state(h, why):
+    """The 5-link cart whipping at h = 6 ms and 4 ms: where a changes fast, a step's quadratic
+    extrapolation overshoots, and Newton from there (K taken at the start value, newton.pxd)
+    fails (6 ms) or converges to a root of the step's equations far from the trajectory, after
+    which the run runs away (4 ms: without the check, accelerations of 1e26 from step 119 on).
+    The forward sweep solves such a step again from the last state's (a, lam) and the run
+    stays on the trajectory. Every state it accepted satisfies the equations of motion
     M(q) a + g(q, v, t) = 0 (hht-ga: they hold at each grid point) to round-off of their
-    terms, the restarted step's included."""
+    terms, the restarted steps' included."""
     model = cart_pendulum(5)
     system = symdae.compile_model(model)
-    sc = symdae.Scenario(t_end=1.2, h=6e-3, alpha=-0.1, q0=[0.0] + [1.0] * 5)
+    sc = symdae.Scenario(t_end=1.2, h=h, alpha=-0.1, q0=[0.0] + [1.0] * 5)
     tr = system.simulate(sc)
-    assert tr.counters["steps"] == 200 and tr.counters["newton_restarts"] >= 1, tr.counters
+    assert tr.counters["steps"] == round(1.2 / h) and tr.counters["newton_restarts"] >= 1, \
+        tr.counters
     n, p, u, lam = model.n, system.parameter_vector(), np.zeros(0), np.zeros(0)
     worst = 0.0
-    for i in range(201):
+    for i in range(tr.counters["steps"] + 1):
         res = system.backend.evaluate("residual", tr.t[i], tr.q[i], tr.v[i], tr.a[i], lam, p, u)
         scale = np.max(np.abs(res[:n])) + np.max(np.abs(res[n:2 * n]))
         worst = max(worst, np.max(np.abs(res[:n] + res[n:2 * n])) / scale)

@@ -233,11 +233,15 @@ def test_engine_mount_newton_iterations_capped(engine_mount):
     # tolerance, two residuals per step (2.9 with K at the last accepted state)
     assert mean <= 2.2, c
     assert c["jacobian_refreshes"] <= 10, c
-    assert c["factorizations"] == c["steps"] + c["jacobian_refreshes"], c
+    # one at each solve's start value (a step solved again, hht.pyx, takes one more: two
+    # in the start-up transient, where the massless node's acceleration swings) and refreshes
+    assert c["newton_restarts"] <= 5, c
+    assert c["factorizations"] == c["steps"] + c["newton_restarts"] + c["jacobian_refreshes"], c
     # storing them for the derivative sweeps: K at every accepted state too, state 0's included
     stored = engine_mount.simulate(t_end=1.0, h=1e-4, store_factorizations=True)
     np.testing.assert_array_equal(stored.q, tr.q)
-    assert stored.counters["factorizations"] == 2 * c["steps"] + 1 + c["jacobian_refreshes"]
+    assert stored.counters["factorizations"] == \
+        2 * c["steps"] + 1 + c["newton_restarts"] + c["jacobian_refreshes"]
     # a hard per-step cap: every step converges within 5 residual evaluations
     capped = engine_mount.simulate(t_end=1.0, h=1e-4, max_iter=5)
     np.testing.assert_array_equal(capped.q, tr.q)

@@ -143,7 +143,7 @@ class Counters:
     newton_iterations: int = 0       # residual evaluations
     factorizations: int = 0          # LU of the (n+m) x (n+m) Newton matrix
     jacobian_refreshes: int = 0      # factorisations at a later Newton iterate
-    newton_restarts: int = 0         # steps solved again from the last state's (a, lam)
+    newton_restarts: int = 0         # repeated solves of a step (hht.pyx's forward loop)
 
     def as_dict(self) -> dict:
         return dict(steps=self.steps, newton_iterations=self.newton_iterations,

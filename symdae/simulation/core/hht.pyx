@@ -31,7 +31,7 @@ from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zer
                                             take_int, arena_allocate,
                                             arena_check)
 from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR, NOT_FINITE, NewtonWork,
-                                 StepOutcome, newton_step, factor_into)
+                                 StepOutcome, newton_step, factor_into, far_root)
 from symdae.simulation.core.tangent cimport (TangentWork, Tangents, carve_tangent_work,
                                              carve_products, written_entries, collect_products,
                                              state_blocks, load_tangents, store_tangents,
@@ -455,7 +455,7 @@ cdef struct ForwardReport:
     Py_ssize_t newton_iterations
     Py_ssize_t factorizations
     Py_ssize_t jacobian_refreshes
-    Py_ssize_t restarts     # steps Newton solved again from the last state's (a, lam)
+    Py_ssize_t restarts     # second (and third) solves of a step (the forward loop)
     double time             # of the failure
     Py_ssize_t step         # index of the state that could not be computed
     int iterations          # Newton iterations of the failed step
@@ -483,6 +483,7 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau,
     w.R = take(a, nm)
     w.dy = take(a, nm)
     w.y = take(a, nm)
+    w.y0 = take(a, nm)
     w.nu = take(a, nm)
     w.fq = take(a, nm)
     w.K = take(a, nm * nm)
@@ -547,7 +548,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
     cdef double* Sb = base(S)
     cdef Py_ssize_t i = first, i1, i2, last = first + N
-    cdef int extrapolation
+    cdef int extrapolation, attempt
+    cdef bint found
     cdef bint have_noise = carry[2 * nm] != 0.0
     cdef symdae_args x
     memset(&arena, 0, sizeof(Arena))
@@ -584,6 +586,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
             extrapolation = min(tr.offset + i, 2)
+            attempt = 0
             while True:
                 rep.status = newton_step(
                     km, &x, &c, &w, &f.lu, tr.q + i * n, tr.v + i * n, tr.w + i * n,
@@ -593,12 +596,26 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 rep.newton_iterations += so.iterations
                 rep.factorizations += so.factorizations
                 rep.jacobian_refreshes += so.refreshes
-                if rep.status == OK or extrapolation == 0:
+                if attempt == 0 and extrapolation > 0 and (rep.status != OK or (
+                        so.iterations > 2 and far_root(&w, tr.a + i * n, n))):
+                    # Where a changes fast (a whipping chain of links at a large h) the
+                    # extrapolation can overshoot so far that Newton from there, with K
+                    # there, fails or finds a root of the step's equations far from the
+                    # trajectory: the step once more from state i's (a, lam), K close to
+                    # state i (at a jump, a switch or an impact, the same root again). A
+                    # step accepted after one correction (two residuals, most steps) is not
+                    # checked: one Newton update lands within the tolerance of a root only
+                    # where the equations are nearly linear between start and root, and
+                    # then that root is the near one.
+                    found = rep.status == OK
+                    extrapolation = 0
+                elif attempt == 1 and rep.status != OK and found:
+                    # Newton failed from state i where the extrapolation found a root: that
+                    # one, once more
+                    extrapolation = min(tr.offset + i, 2)
+                else:
                     break
-                # Where a changes fast (a whipping chain of links at a large h) the
-                # extrapolation can overshoot so far that Newton from there, with K there,
-                # fails: the step once more from state i's (a, lam), K close to state i
-                extrapolation = 0
+                attempt += 1
                 have_noise = False
                 rep.restarts += 1
             have_noise = not so.on_switch   # a switch's round-off level holds only on it

@@ -13,9 +13,10 @@
 # or the correction grows. k is what a refresh is worth in iterations: 3 where K comes from its
 # own kernel (about the cost of a residual), more where it is a vector-mode pass over the whole
 # residual program (graph modules, emit.py). Where the extrapolation overshoots and Newton
-# fails from there, the forward sweep solves the step once more from the last state's
-# (a, lam) (order 0: hht.pyx). The derivative sweeps need K at the accepted states: they
-# factorise it there (or the forward sweep does, storing it: hht.pyx).
+# fails from there, or converges to a root far from it (far_root), the forward sweep solves
+# the step once more from the last state's (a, lam) (order 0: hht.pyx). The derivative
+# sweeps need K at the accepted states: they factorise it there (or the forward sweep does,
+# storing it: hht.pyx).
 #
 # A step is accepted at the first iterate y that passes either test:
 #  (a) the next correction is small: max_k |dy_k| / w_k <= 1 with
@@ -75,6 +76,7 @@ cdef enum:
     NOISE_FACTOR = 4     # test (b): residual within this many times its round-off level
     STALL_FACTOR = 64    # test (c): stagnation accepted below this many times that level
     SWITCH_HALVINGS = 64 # switch_search: from a step's change of a down to its rounding
+    FAR_FACTOR = 10      # far_root: a miss of the extrapolation this many times a's change
 
 
 cdef struct NewtonWork:
@@ -91,6 +93,7 @@ cdef struct NewtonWork:
     double* R        # residual, correction, iterate, round-off levels, scratch (nm each)
     double* dy
     double* y
+    double* y0       # the start value (extrapolated) of the step's Newton iterations
     double* nu       # round-off level of each residual row
     double* fq       # rounding of (a, lam) that q's rounding implies
     double* K        # the iteration matrix (nm x nm): at the start value, or refreshed
@@ -143,19 +146,21 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     nonzeros only, lu.nidx).
     """
     cdef int k, e, idx, n = km.n, m = km.m, nm = km.n + km.m
-    cdef double eps = DBL_EPSILON
+    cdef double eps = DBL_EPSILON, s = c.s, gh = c.gh, cM = c.cM, g1 = 1.0 + fabs(c.ap)
+    cdef const double* a = x.a
+    cdef const double* lam = x.lam
     for k in range(n):
-        w.sz[k] = w.qsb[k] + c.s * fabs(x.a[k])
-        w.sz[n + k] = w.vsb[k] + c.gh * fabs(x.a[k])
+        w.sz[k] = w.qsb[k] + s * fabs(a[k])
+        w.sz[n + k] = w.vsb[k] + gh * fabs(a[k])
     w.sz[2 * n] = switches      # 1: a switch at round-off counts its jump (switch_search)
     memset(w.mag, 0, (2 * n + m) * sizeof(double))
     call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
     for k in range(n):
-        w.nu[k] = eps * (c.cM * w.mag[k] + (1.0 + fabs(c.ap)) * w.mag[n + k])
-        w.fq[k] = w.sz[k] * eps / c.s
+        w.nu[k] = eps * (cM * w.mag[k] + g1 * w.mag[n + k])
+        w.fq[k] = w.sz[k] * eps / s
     for k in range(m):
-        w.nu[n + k] = eps * w.mag[2 * n + k] / c.s
-        w.fq[n + k] = fabs(x.lam[k]) * eps
+        w.nu[n + k] = eps * w.mag[2 * n + k] / s
+        w.fq[n + k] = fabs(lam[k]) * eps
     for e in range(lu.nn):
         idx = lu.nidx[e]
         w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
@@ -168,9 +173,10 @@ cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, c
                             const double* a, NewtonWork* w, int n) noexcept nogil:
     """The sizes of the terms of qhat and vhat from state i (see residual_noise)."""
     cdef int k
+    cdef double h = c.h, ca = c.ca, cq = c.cq, cv1 = c.cv1, cvq = c.cvq
     for k in range(n):
-        w.qsb[k] = fabs(q[k]) + c.h * fabs(v[k]) + fabs(c.ca * wa[k]) + fabs(c.cq * a[k])
-        w.vsb[k] = fabs(v[k]) + fabs(c.cv1 * wa[k]) + fabs(c.cvq * a[k])
+        w.qsb[k] = fabs(q[k]) + h * fabs(v[k]) + fabs(ca * wa[k]) + fabs(cq * a[k])
+        w.vsb[k] = fabs(v[k]) + fabs(cv1 * wa[k]) + fabs(cvq * a[k])
 
 
 cdef inline double extrapolate(int order, double y0, double y1, double y2) noexcept nogil:
@@ -182,6 +188,24 @@ cdef inline double extrapolate(int order, double y0, double y1, double y2) noexc
     return y0
 
 
+cdef inline bint far_root(const NewtonWork* w, const double* ai, int n) noexcept nogil:
+    """Whether Newton accepted accelerations w.y farther from its extrapolated start w.y0
+    than FAR_FACTOR times the start is from state i's ai: on a smooth trajectory the
+    extrapolation errs by O(h^3) where a moves by O(h) per step, so such a miss is a jump (a
+    switch, an impact) or a root of the step's equations far from the trajectory, which an
+    extrapolation overshooting a fast change can lead Newton to (a whipping chain at a large
+    h); the forward sweep then solves the step from state i's a (hht.pyx). Max-norms over
+    the accelerations (w.y is finite: Newton accepted it)."""
+    cdef int k
+    cdef double miss = 0.0, moved = 0.0, d
+    for k in range(n):
+        d = fabs(w.y[k] - w.y0[k])
+        miss = d if d > miss else miss
+        d = fabs(w.y0[k] - ai[k])
+        moved = d if d > moved else moved
+    return not (miss <= FAR_FACTOR * moved)
+
+
 cdef inline double residual_at(const symdae_model* km, symdae_args* x, const Scheme* c,
                                NewtonWork* w, StepOutcome* out) noexcept nogil:
     """R at the iterate w.y (q, v from it; x points at w.qc, w.vc, w.y), the Newton right-hand
@@ -189,23 +213,25 @@ cdef inline double residual_at(const symdae_model* km, symdae_args* x, const Sch
     much of the work). The state terms there too, which the round-off level, a refreshed
     matrix and, once accepted, the state's outputs and matrix read (x.st)."""
     cdef int k, n = km.n, m = km.m
-    cdef double rnorm = 0.0, wk, rk
+    # the scheme's constants in locals: a double stored through a pointer could be one of
+    # them, so GCC would reload them at every entry
+    cdef double rnorm = 0.0, wk, rk, s = c.s, gh = c.gh, cM = c.cM, ap = c.ap
     cdef bint nan = False
     for k in range(n):
-        w.qc[k] = w.qh[k] + c.s * w.y[k]
-        w.vc[k] = w.vh[k] + c.gh * w.y[k]
+        w.qc[k] = w.qh[k] + s * w.y[k]
+        w.vc[k] = w.vh[k] + gh * w.y[k]
     state_terms(km, x, w.st)
     call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
     out.iterations += 1
     for k in range(n):
-        rk = c.cM * w.res[k] + w.res[n + k] - c.ap * w.gprev[k]
+        rk = cM * w.res[k] + w.res[n + k] - ap * w.gprev[k]
         w.R[k] = rk
         w.dy[k] = -rk
         wk = fabs(rk)
         rnorm = wk if wk > rnorm else rnorm     # NaN: the flag (see the top of this file)
         nan = nan or wk != wk
     for k in range(n, n + m):
-        rk = w.res[n + k] / c.s
+        rk = w.res[n + k] / s
         w.R[k] = rk
         w.dy[k] = -rk
         wk = fabs(rk)
@@ -330,9 +356,11 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     predictor(c, qi, vi, wi, ai, w.qh, w.vh, n)
     term_sizes(c, qi, vi, wi, ai, w, n)
     for k in range(n):
-        w.y[k] = extrapolate(order, ai[k], a1[k], a2[k])
+        w.y0[k] = extrapolate(order, ai[k], a1[k], a2[k])
+        w.y[k] = w.y0[k]
     for k in range(m):
-        w.y[n + k] = extrapolate(order, li[k], l1[k], l2[k])
+        w.y0[n + k] = extrapolate(order, li[k], l1[k], l2[k])
+        w.y[n + k] = w.y0[n + k]
     x.t = t1
     x.q = w.qc
     x.v = w.vc

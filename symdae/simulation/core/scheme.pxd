@@ -79,17 +79,20 @@ cdef inline void predictor(const Scheme* c, const double* q, const double* v, co
     """qhat = q + h v + ca w + cq a, vhat = v + cv1 w + cvq a (the parts of q_{i+1}, v_{i+1}
     known at i)."""
     cdef int k
+    # the constants in locals: GCC would reload them after every store (qh may alias them)
+    cdef double h = c.h, ca = c.ca, cq = c.cq, cv1 = c.cv1, cvq = c.cvq
     for k in range(n):
-        qh[k] = q[k] + c.h * v[k] + c.ca * w[k] + c.cq * a[k]
-        vh[k] = v[k] + c.cv1 * w[k] + c.cvq * a[k]
+        qh[k] = q[k] + h * v[k] + ca * w[k] + cq * a[k]
+        vh[k] = v[k] + cv1 * w[k] + cvq * a[k]
 
 
 cdef inline void recursion(const Scheme* c, const double* a1, const double* a0, double* w1,
                            int n) noexcept nogil:
     """w_{i+1} = ry a_{i+1} + rp a_i (w1 may be a1: hht-paper's w is a)."""
     cdef int k
+    cdef double ry = c.ry, rp = c.rp
     for k in range(n):
-        w1[k] = c.ry * a1[k] + c.rp * a0[k]
+        w1[k] = ry * a1[k] + rp * a0[k]
 
 
 cdef inline void call(const symdae_model* km, int k, const symdae_args* x, const double* w,
