@@ -59,7 +59,8 @@ from libc.string cimport memcpy, memset
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
                                      SYMDAE_RESIDUAL_MAGNITUDE)
 from symdae.simulation.core.dense cimport DBL_EPSILON
-from symdae.simulation.core.scheme cimport Scheme, predictor, call, time_terms, state_terms
+from symdae.simulation.core.scheme cimport (Scheme, predictor, call, time_terms, state_terms,
+                                            sd_corrector, sd_residual_rows)
 from symdae.simulation.core.sparse cimport SparseLU, factorize, apply
 
 cdef extern from "float.h":
@@ -212,32 +213,11 @@ cdef inline double residual_at(const symdae_model* km, symdae_args* x, const Sch
     side w.dy = -R, and R's max-norm (one pass per block: at n of a few, loop overhead is
     much of the work). The state terms there too, which the round-off level, a refreshed
     matrix and, once accepted, the state's outputs and matrix read (x.st)."""
-    cdef int k, n = km.n, m = km.m
-    # the scheme's constants in locals: a double stored through a pointer could be one of
-    # them, so GCC would reload them at every entry
-    cdef double rnorm = 0.0, wk, rk, s = c.s, gh = c.gh, cM = c.cM, ap = c.ap
-    cdef bint nan = False
-    for k in range(n):
-        w.qc[k] = w.qh[k] + s * w.y[k]
-        w.vc[k] = w.vh[k] + gh * w.y[k]
+    sd_corrector(c.s, c.gh, w.y, w.qh, w.vh, w.qc, w.vc, km.n)
     state_terms(km, x, w.st)
     call(km, SYMDAE_RESIDUAL, x, NULL, w.res)
     out.iterations += 1
-    for k in range(n):
-        rk = cM * w.res[k] + w.res[n + k] - ap * w.gprev[k]
-        w.R[k] = rk
-        w.dy[k] = -rk
-        wk = fabs(rk)
-        rnorm = wk if wk > rnorm else rnorm     # NaN: the flag (see the top of this file)
-        nan = nan or wk != wk
-    for k in range(n, n + m):
-        rk = w.res[n + k] / s
-        w.R[k] = rk
-        w.dy[k] = -rk
-        wk = fabs(rk)
-        rnorm = wk if wk > rnorm else rnorm
-        nan = nan or wk != wk
-    return NAN if nan else rnorm
+    return sd_residual_rows(c.cM, c.ap, c.s, w.res, w.gprev, w.R, w.dy, km.n, km.m)
 
 
 cdef inline double noise_ratio(const NewtonWork* w, int nm) noexcept nogil:

@@ -35,6 +35,18 @@ cdef enum:
     HHT_GA = 1
 
 
+cdef extern from "vector_ops.h":
+    void sd_predictor(double h, double ca, double cq, double cv1, double cvq, const double* q,
+                      const double* v, const double* w, const double* a, double* qh,
+                      double* vh, int n) noexcept nogil
+    void sd_corrector(double s, double gh, const double* y, const double* qh, const double* vh,
+                      double* q, double* v, int n) noexcept nogil
+    void sd_scale(double alpha, const double* x, double* y, int n) noexcept nogil
+    double sd_residual_rows(double cM, double ap, double s, const double* res,
+                            const double* gprev, double* R, double* dy, int n,
+                            int m) noexcept nogil
+
+
 cdef struct Scheme:
     double h, alpha, cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp
     double kw[3]
@@ -77,13 +89,8 @@ cdef inline Scheme scheme(double h, double alpha, int kind) noexcept nogil:
 cdef inline void predictor(const Scheme* c, const double* q, const double* v, const double* w,
                            const double* a, double* qh, double* vh, int n) noexcept nogil:
     """qhat = q + h v + ca w + cq a, vhat = v + cv1 w + cvq a (the parts of q_{i+1}, v_{i+1}
-    known at i)."""
-    cdef int k
-    # the constants in locals: GCC would reload them after every store (qh may alias them)
-    cdef double h = c.h, ca = c.ca, cq = c.cq, cv1 = c.cv1, cvq = c.cvq
-    for k in range(n):
-        qh[k] = q[k] + h * v[k] + ca * w[k] + cq * a[k]
-        vh[k] = v[k] + cv1 * w[k] + cvq * a[k]
+    known at i; qh, vh overlap none of the inputs)."""
+    sd_predictor(c.h, c.ca, c.cq, c.cv1, c.cvq, q, v, w, a, qh, vh, n)
 
 
 cdef inline void recursion(const Scheme* c, const double* a1, const double* a0, double* w1,

@@ -22,8 +22,14 @@ from libc.string cimport memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_JACOBIANS,
                                      SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS)
-from symdae.simulation.core.scheme cimport Scheme, Arena, take, take_int, predictor, recursion, call
+from symdae.simulation.core.scheme cimport (Scheme, Arena, take, take_int, predictor, recursion,
+                                            call, sd_corrector, sd_scale)
 from symdae.simulation.core.sparse cimport SparseLU, apply_many, sentinel
+
+
+cdef extern from "vector_ops.h":
+    void sd_product(int nnz, const int* row, const int* col, const int* at, const double* coef,
+                    const double* vals, const double* x, double* y, int nd) noexcept nogil
 
 
 cdef struct Product:
@@ -180,17 +186,9 @@ cdef inline void collect_products(const symdae_model* km, const Scheme* c, Tange
 
 cdef inline void product(const Product* P, const double* vals, const double* x, double* y,
                          int nd) noexcept nogil:
-    """y += P(vals) x for the nd directions (x, y by row: entry k of direction d at k nd + d)."""
-    cdef int e, d
-    cdef double a
-    cdef double* yr
-    cdef const double* xr
-    for e in range(P.nnz):
-        a = P.coef[e] * vals[P.at[e]]
-        yr = y + P.row[e] * nd
-        xr = x + P.col[e] * nd
-        for d in range(nd):
-            yr[d] += a * xr[d]
+    """y += P(vals) x for the nd directions (x, y by row: entry k of direction d at k nd + d;
+    y overlaps neither x nor vals)."""
+    sd_product(P.nnz, P.row, P.col, P.at, P.coef, vals, x, y, nd)
 
 
 cdef inline void state_blocks(const symdae_model* km, const symdae_args* x, double* J, double* P,
@@ -246,11 +244,11 @@ cdef inline void tangent_step(const symdae_model* km, const Scheme* c, TangentWo
                               int nd) noexcept nogil:
     """w.T[1], the tangents of x_{i+1}, from w.T[0], those of x_i, along the nd directions
     w.D, with w.J[1], w.P[1] at x_{i+1} and w.J[0], w.P[0] at x_i."""
-    cdef int n = km.n, m = km.m, k, nn = km.n * nd
+    cdef int n = km.n, m = km.m, nn = km.n * nd
     cdef double* T0 = w.T[0]
     cdef double* T1 = w.T[1]
     cdef double* b = w.rhs
-    cdef int q = 0, v = nn, a = 2 * nn, lam = 3 * nn, wa = (3 * km.n + km.m) * nd
+    cdef int q = 0, v = nn, a = 2 * nn, wa = (3 * km.n + km.m) * nd
     predictor(c, T0 + q, T0 + v, T0 + wa, T0 + a, w.xnew, w.xnew + nn, nn)
     memset(b, 0, (n + m) * nd * sizeof(double))
     product(&w.prod[NEW_STATE], w.J[1], w.xnew, b, nd)
@@ -259,12 +257,8 @@ cdef inline void tangent_step(const symdae_model* km, const Scheme* c, TangentWo
         product(&w.prod[OLD_STATE], w.J[0], T0, b, nd)
         product(&w.prod[OLD_PARAMS], w.P[0], w.D, b, nd)
     apply_many(lu, LU, piv, b, nd, w.scratch)
-    for k in range(nn):
-        T1[a + k] = -b[k]
-        T1[q + k] = w.xnew[k] - c.s * b[k]
-        T1[v + k] = w.xnew[nn + k] - c.gh * b[k]
-    for k in range(m * nd):
-        T1[lam + k] = -b[nn + k]
+    sd_corrector(-c.s, -c.gh, b, w.xnew, w.xnew + nn, T1 + q, T1 + v, nn)
+    sd_scale(-1.0, b, T1 + a, nn + m * nd)     # (da, dlam): T1 holds lam's after a's
     recursion(c, T1 + a, T0 + a, T1 + wa, nn)
 
 

@@ -1,0 +1,86 @@
+/* The core's vector loops over a state's entries (or entries times directions), with the
+ * arrays declared restrict: written in Cython, GCC cannot tell that the outputs do not
+ * overlap the inputs and keeps every loop scalar (versioning it for six pointers costs more
+ * than the alias checks it would allow); restrict-qualified, the loops vectorise (the tangent
+ * sweep runs them over n x directions entries). Callers never pass overlapping outputs. */
+#ifndef SYMDAE_VECTOR_OPS_H
+#define SYMDAE_VECTOR_OPS_H
+
+#include <math.h>
+
+/* qhat = q + h v + ca w + cq a, vhat = v + cv1 w + cvq a (scheme.pxd's predictor) */
+static inline void sd_predictor(double h, double ca, double cq, double cv1, double cvq,
+                                const double *restrict q, const double *restrict v,
+                                const double *restrict w, const double *restrict a,
+                                double *restrict qh, double *restrict vh, int n)
+{
+    for (int k = 0; k < n; k++) {
+        qh[k] = q[k] + h * v[k] + ca * w[k] + cq * a[k];
+        vh[k] = v[k] + cv1 * w[k] + cvq * a[k];
+    }
+}
+
+/* y[d, row[e]] += coef[e] vals[at[e]] x[d, col[e]] over the entries e and the nd directions
+ * (tangent.pxd's Product; x, y by row: entry k of direction d at k nd + d) */
+static inline void sd_product(int nnz, const int *row, const int *col, const int *at,
+                              const double *coef, const double *vals,
+                              const double *restrict x, double *restrict y, int nd)
+{
+    for (int e = 0; e < nnz; e++) {
+        const double c = coef[e] * vals[at[e]];
+        const double *restrict xr = x + col[e] * nd;
+        double *restrict yr = y + row[e] * nd;
+        for (int d = 0; d < nd; d++)
+            yr[d] += c * xr[d];
+    }
+}
+
+/* q = qhat + s y, v = vhat + gh y: the Newmark corrector of the iterate y (newton.pxd), or,
+ * with -s and -gh, of a tangent (tangent.pxd) */
+static inline void sd_corrector(double s, double gh, const double *restrict y,
+                                const double *restrict qh, const double *restrict vh,
+                                double *restrict q, double *restrict v, int n)
+{
+    for (int k = 0; k < n; k++) {
+        q[k] = qh[k] + s * y[k];
+        v[k] = vh[k] + gh * y[k];
+    }
+}
+
+/* y = alpha x */
+static inline void sd_scale(double alpha, const double *restrict x, double *restrict y, int n)
+{
+    for (int k = 0; k < n; k++)
+        y[k] = alpha * x[k];
+}
+
+/* The Newton residual from the residual kernel's terms res = [Ma, g, C] (newton.pxd):
+ * R = (cM Ma + g - ap gprev, C / s), dy = -R; returns max |R_k|, NaN where an entry is
+ * (a running max keeps no NaN: the flag beside it, see the top of newton.pxd) */
+static inline double sd_residual_rows(double cM, double ap, double s,
+                                      const double *restrict res,
+                                      const double *restrict gprev, double *restrict R,
+                                      double *restrict dy, int n, int m)
+{
+    double norm = 0.0, rk, wk;
+    int nan = 0;
+    for (int k = 0; k < n; k++) {
+        rk = cM * res[k] + res[n + k] - ap * gprev[k];
+        R[k] = rk;
+        dy[k] = -rk;
+        wk = fabs(rk);
+        norm = wk > norm ? wk : norm;
+        nan |= wk != wk;
+    }
+    for (int k = n; k < n + m; k++) {
+        rk = res[n + k] / s;
+        R[k] = rk;
+        dy[k] = -rk;
+        wk = fabs(rk);
+        norm = wk > norm ? wk : norm;
+        nan |= wk != wk;
+    }
+    return nan ? NAN : norm;
+}
+
+#endif
