@@ -22,7 +22,7 @@ from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_VJP,
                                      SYMDAE_PARAM_VJP)
-from symdae.simulation.core.scheme cimport Scheme, call
+from symdae.simulation.core.scheme cimport Scheme, call, sd_predictor_adjoint
 from symdae.simulation.core.sparse cimport SparseLU, apply_t
 
 
@@ -75,11 +75,7 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
         for k in range(m):
             w.wv[2 * n + k] = 0.0
         call(km, SYMDAE_STATE_VJP, x0, w.wv, xb)
-    for k in range(n):
-        qb[k] += qh[k]
-        vb[k] += c.h * qh[k] + vh[k]
-        ab[k] += c.cq * qh[k] + c.cvq * vh[k] + c.rp * wb[k]
-        wb[k] = c.ca * qh[k] + c.cv1 * vh[k]
+    sd_predictor_adjoint(c.h, c.ca, c.cq, c.cv1, c.cvq, c.rp, qh, vh, qb, vb, ab, wb, n)
 
 
 cdef inline void step_weights(const symdae_model* km, const Scheme* c, const double* r,

@@ -42,6 +42,9 @@ cdef extern from "vector_ops.h":
     void sd_corrector(double s, double gh, const double* y, const double* qh, const double* vh,
                       double* q, double* v, int n) noexcept nogil
     void sd_scale(double alpha, const double* x, double* y, int n) noexcept nogil
+    void sd_predictor_adjoint(double h, double ca, double cq, double cv1, double cvq, double rp,
+                              const double* qh, const double* vh, double* qb, double* vb,
+                              double* ab, double* wb, int n) noexcept nogil
     double sd_residual_rows(double cM, double ap, double s, const double* res,
                             const double* gprev, double* R, double* dy, int n,
                             int m) noexcept nogil

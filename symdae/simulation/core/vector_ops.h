@@ -83,4 +83,21 @@ static inline double sd_residual_rows(double cM, double ap, double s,
     return nan ? NAN : norm;
 }
 
+/* The adjoint of the predictor (adjoint.pxd): from the adjoints qh, vh of qhat, vhat, those
+ * of q_i, v_i, a_i added to qb, vb, ab, and that of w_i, wb = ca qh + cv1 vh (the previous wb,
+ * w_{i+1}'s adjoint, enters a_i's through the recursion w_{i+1} = ry a_{i+1} + rp a_i) */
+static inline void sd_predictor_adjoint(double h, double ca, double cq, double cv1,
+                                        double cvq, double rp, const double *restrict qh,
+                                        const double *restrict vh, double *restrict qb,
+                                        double *restrict vb, double *restrict ab,
+                                        double *restrict wb, int n)
+{
+    for (int k = 0; k < n; k++) {
+        qb[k] += qh[k];
+        vb[k] += h * qh[k] + vh[k];
+        ab[k] += cq * qh[k] + cvq * vh[k] + rp * wb[k];
+        wb[k] = ca * qh[k] + cv1 * vh[k];
+    }
+}
+
 #endif
