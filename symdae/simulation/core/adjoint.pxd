@@ -22,7 +22,8 @@ from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_STATE_VJP,
                                      SYMDAE_PARAM_VJP)
-from symdae.simulation.core.scheme cimport Scheme, call, sd_predictor_adjoint
+from symdae.simulation.core.scheme cimport (Scheme, call, sd_predictor_adjoint,
+                                            sd_corrector_adjoint)
 from symdae.simulation.core.sparse cimport SparseLU, apply_t
 
 
@@ -47,8 +48,7 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
     cdef double* lb = xb + 3 * n
     cdef double* qh = w.hat
     cdef double* vh = w.hat + n
-    for k in range(n):
-        r[k] = ab[k] + c.ry * wb[k] + c.s * qb[k] + c.gh * vb[k]
+    sd_corrector_adjoint(c.ry, c.s, c.gh, ab, wb, qb, vb, r, n)
     for k in range(m):
         r[n + k] = lb[k]
     apply_t(lu, LU, piv, r)

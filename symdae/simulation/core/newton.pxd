@@ -60,7 +60,8 @@ from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDA
                                      SYMDAE_RESIDUAL_MAGNITUDE)
 from symdae.simulation.core.dense cimport DBL_EPSILON
 from symdae.simulation.core.scheme cimport (Scheme, predictor, call, time_terms, state_terms,
-                                            sd_corrector, sd_residual_rows)
+                                            sd_corrector, sd_residual_rows, sd_predictor_sizes,
+                                            sd_corrector_sizes)
 from symdae.simulation.core.sparse cimport SparseLU, factorize, apply
 
 cdef extern from "float.h":
@@ -150,9 +151,7 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     cdef double eps = DBL_EPSILON, s = c.s, gh = c.gh, cM = c.cM, g1 = 1.0 + fabs(c.ap)
     cdef const double* a = x.a
     cdef const double* lam = x.lam
-    for k in range(n):
-        w.sz[k] = w.qsb[k] + s * fabs(a[k])
-        w.sz[n + k] = w.vsb[k] + gh * fabs(a[k])
+    sd_corrector_sizes(s, gh, a, w.qsb, w.vsb, w.sz, w.sz + n, n)
     w.sz[2 * n] = switches      # 1: a switch at round-off counts its jump (switch_search)
     memset(w.mag, 0, (2 * n + m) * sizeof(double))
     call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
@@ -173,11 +172,7 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
 cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* wa,
                             const double* a, NewtonWork* w, int n) noexcept nogil:
     """The sizes of the terms of qhat and vhat from state i (see residual_noise)."""
-    cdef int k
-    cdef double h = c.h, ca = c.ca, cq = c.cq, cv1 = c.cv1, cvq = c.cvq
-    for k in range(n):
-        w.qsb[k] = fabs(q[k]) + h * fabs(v[k]) + fabs(ca * wa[k]) + fabs(cq * a[k])
-        w.vsb[k] = fabs(v[k]) + fabs(cv1 * wa[k]) + fabs(cvq * a[k])
+    sd_predictor_sizes(c.h, c.ca, c.cq, c.cv1, c.cvq, q, v, wa, a, w.qsb, w.vsb, n)
 
 
 cdef inline double extrapolate(int order, double y0, double y1, double y2) noexcept nogil:

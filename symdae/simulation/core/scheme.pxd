@@ -45,6 +45,13 @@ cdef extern from "vector_ops.h":
     void sd_predictor_adjoint(double h, double ca, double cq, double cv1, double cvq, double rp,
                               const double* qh, const double* vh, double* qb, double* vb,
                               double* ab, double* wb, int n) noexcept nogil
+    void sd_predictor_sizes(double h, double ca, double cq, double cv1, double cvq,
+                            const double* q, const double* v, const double* w, const double* a,
+                            double* qs, double* vs, int n) noexcept nogil
+    void sd_corrector_sizes(double s, double gh, const double* y, const double* qs,
+                            const double* vs, double* q, double* v, int n) noexcept nogil
+    void sd_corrector_adjoint(double ry, double s, double gh, const double* ab, const double* wb,
+                              const double* qb, const double* vb, double* r, int n) noexcept nogil
     double sd_residual_rows(double cM, double ap, double s, const double* res,
                             const double* gprev, double* R, double* dy, int n,
                             int m) noexcept nogil

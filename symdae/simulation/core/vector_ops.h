@@ -35,6 +35,19 @@ static inline void sd_product(int nnz, const int *row, const int *col, const int
     }
 }
 
+/* the sizes of qhat's and vhat's terms, |q| + h |v| + |ca w| + |cq a| and
+ * |v| + |cv1 w| + |cvq a| (newton.pxd's round-off level) */
+static inline void sd_predictor_sizes(double h, double ca, double cq, double cv1, double cvq,
+                                      const double *restrict q, const double *restrict v,
+                                      const double *restrict w, const double *restrict a,
+                                      double *restrict qs, double *restrict vs, int n)
+{
+    for (int k = 0; k < n; k++) {
+        qs[k] = fabs(q[k]) + h * fabs(v[k]) + fabs(ca * w[k]) + fabs(cq * a[k]);
+        vs[k] = fabs(v[k]) + fabs(cv1 * w[k]) + fabs(cvq * a[k]);
+    }
+}
+
 /* q = qhat + s y, v = vhat + gh y: the Newmark corrector of the iterate y (newton.pxd), or,
  * with -s and -gh, of a tangent (tangent.pxd) */
 static inline void sd_corrector(double s, double gh, const double *restrict y,
@@ -45,6 +58,28 @@ static inline void sd_corrector(double s, double gh, const double *restrict y,
         q[k] = qh[k] + s * y[k];
         v[k] = vh[k] + gh * y[k];
     }
+}
+
+/* the sizes of q's and v's terms, qs + s |y| and vs + gh |y| (newton.pxd) */
+static inline void sd_corrector_sizes(double s, double gh, const double *restrict y,
+                                      const double *restrict qs, const double *restrict vs,
+                                      double *restrict q, double *restrict v, int n)
+{
+    for (int k = 0; k < n; k++) {
+        q[k] = qs[k] + s * fabs(y[k]);
+        v[k] = vs[k] + gh * fabs(y[k]);
+    }
+}
+
+/* The adjoint of the corrector and the recursion (adjoint.pxd): the right-hand side
+ * ab + ry wb + s qb + gh vb that a_{i+1}'s adjoint solves with */
+static inline void sd_corrector_adjoint(double ry, double s, double gh,
+                                        const double *restrict ab, const double *restrict wb,
+                                        const double *restrict qb, const double *restrict vb,
+                                        double *restrict r, int n)
+{
+    for (int k = 0; k < n; k++)
+        r[k] = ab[k] + ry * wb[k] + s * qb[k] + gh * vb[k];
 }
 
 /* y = alpha x */
