@@ -118,7 +118,7 @@ def build_core(tmp: Path) -> Path:
         from Cython.Build import cythonize
         from setuptools import Extension, setup
         core = Extension("symdae.simulation.core.hht", ["symdae/simulation/core/hht.pyx"],
-                         include_dirs=["symdae/simulation/core"], extra_compile_args=["-O3", "-fvect-cost-model=cheap", "-g"])
+                         include_dirs=["symdae/simulation/core"], extra_compile_args=["-O3", "-fvect-cost-model=cheap", "-fopenmp-simd", "-g"])
         setup(script_args=["build_ext", "--inplace", "-q"], packages=["symdae", "symdae.simulation.core"],
               ext_modules=cythonize([core], compiler_directives={"language_level": 3},
                                     quiet=True))

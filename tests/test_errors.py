@@ -289,16 +289,23 @@ def test_overflow_reported_with_time(two_mass):
         0.01 * int(m.group(2)))
 
 
-def test_nan_in_one_residual_row_is_reported_as_not_finite(tmp_path):
+@pytest.mark.parametrize("padding", [0, 16])
+def test_nan_in_one_residual_row_is_reported_as_not_finite(tmp_path, padding):
     """A residual row that turns NaN is reported as such wherever it sits among the rows
     (the max-norm of a NaN row followed by finite ones is NaN, not the finite rows' max),
-    at the step where it happens, not as a Newton failure or a silent NaN."""
+    at the step where it happens, not as a Newton failure or a silent NaN. With 16 more
+    coordinates (the NaN row in the middle of 18), the Newton loop takes its max-norms in
+    vector lanes (vector_ops.h), which must carry the NaN too."""
     x, z = dynamicsymbols("x z")
     k, k2 = sp.symbols("k k2")
-    # x'' = -k sqrt(x - 0.5) from x = 1 at rest: x falls below 0.5, where row 0 is NaN
-    model = symdae.Model("errors_nan_row", [x, z], mass_matrix=sp.eye(2),
-                         forces=[-k * sp.sqrt(x - 0.5), -k2 * z],
-                         parameters={k: 4.0, k2: 9.0}, initial_state={x: 1.0, z: 0.3},
+    pad = list(dynamicsymbols(f"w0:{padding}")) if padding else []
+    coords = pad[:padding // 2] + [x] + pad[padding // 2:] + [z]
+    forces = {x: -k * sp.sqrt(x - 0.5), z: -k2 * z} | {w: -k2 * w for w in pad}
+    # x'' = -k sqrt(x - 0.5) from x = 1 at rest: x falls below 0.5, where x's row is NaN
+    model = symdae.Model(f"errors_nan_row_{padding}", coords, mass_matrix=sp.eye(len(coords)),
+                         forces=[forces[c] for c in coords],
+                         parameters={k: 4.0, k2: 9.0},
+                         initial_state={x: 1.0, z: 0.3} | {w: 0.1 for w in pad},
                          outputs={"z": z})
     system = symdae.compile_model(model, cache_dir=tmp_path)
     with pytest.raises(SimulationError) as exc:
@@ -311,7 +318,7 @@ def test_nan_in_one_residual_row_is_reported_as_not_finite(tmp_path):
     m = re.search(r"\(step (\d+) of 200", msg)
     step = int(m.group(1))
     before = system.simulate(t_end=0.01 * (step - 1), h=0.01)
-    assert before.q[-1, 0] > 0.5 and np.all(np.isfinite(before.q))
+    assert before.q[-1, coords.index(x)] > 0.5 and np.all(np.isfinite(before.q))
 
 
 def test_newton_failure_for_an_absurd_step(pendulum):

@@ -280,3 +280,32 @@ def test_a_damped_model_decays_into_subnormal_states_and_reaches_the_end(name, p
     assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.v))
     if name == "oscillator":      # it did reach the subnormal range
         assert 0.0 < np.min(np.abs(traj.q[-1])) < np.finfo(float).tiny
+
+
+# ------------------------------------------------------------------ a multiplier that stays 0
+# Test (a) weighs a multiplier's correction by rtol |lam_k| + 10 eps max|lam|: where every
+# multiplier is exactly 0 (a constraint that carries no force) a weight is 0 and the
+# correction 0 too, a quotient 0 / 0 that counts as 0. Long systems take the quotients in
+# vector lanes and must set those apart (vector_ops.h); short ones take them one by one.
+@pytest.mark.parametrize("n_free", [2, 16])
+def test_a_constraint_that_carries_no_force_leaves_the_free_motion_alone(tmp_path, n_free):
+    xs = list(dynamicsymbols(f"x0:{n_free}"))
+    w = dynamicsymbols("w")
+    k = sp.symbols("k")
+    stiff = {c: (i + 1.0) ** 2 for i, c in enumerate(xs)}
+    forces = [-k * stiff[c] * c for c in xs]
+    start = {c: 0.1 * (i + 1) for i, c in enumerate(xs)}
+    # the reference: the same oscillators without the held coordinate
+    free = symdae.Model(f"newton_free_{n_free}", xs, mass_matrix=sp.eye(n_free), forces=forces,
+                        parameters={k: 4.0}, initial_state=start, outputs={"x0": xs[0]})
+    held = symdae.Model(f"newton_held_{n_free}", xs + [w], mass_matrix=sp.eye(n_free + 1),
+                        forces=forces + [0], constraints=[w], parameters={k: 4.0},
+                        initial_state=start | {w: 0.0}, outputs={"x0": xs[0]})
+    # a loose rtol: test (a) accepts most steps at their first iterate, which a 0 / 0 taken
+    # for NaN would refuse (one iteration more per step)
+    sc = symdae.Scenario(t_end=2.0, h=1e-3, alpha=-0.1, rtol=1e-2)
+    a = symdae.compile_model(free, cache_dir=tmp_path).simulate(sc)
+    b = symdae.compile_model(held, cache_dir=tmp_path).simulate(sc)
+    assert np.all(b.lam == 0.0) and np.all(b.q[:, n_free] == 0.0)
+    assert b.counters["newton_iterations"] == a.counters["newton_iterations"] < 1.5 * sc.n_steps
+    np.testing.assert_allclose(b.q[:, :n_free], a.q, rtol=0, atol=1e-13)

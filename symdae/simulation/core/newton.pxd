@@ -41,7 +41,8 @@
 # The max-norms (residual_at, noise_ratio, correction_norm) are NaN when any entry is: a
 # running max `m = x if x > m else m` is one maxsd instruction, where the comparison-and-blend
 # that would also carry a NaN along is a chain of four that the loop waits on at every entry
-# (a quarter of the TVD's Newton loop); the NaN goes into a flag beside it instead.
+# (a quarter of the TVD's Newton loop); the NaN goes into a flag beside it instead. Systems of
+# 16 rows or more take these maxima in vector lanes (vector_ops.h).
 #
 # Switches (non-smooth residuals: sign, Max, Piecewise, ...): K holds the derivative of the
 # active branch, so a switch inside a step shows as poor contraction and refreshes K at the
@@ -61,7 +62,8 @@ from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDA
 from symdae.simulation.core.dense cimport DBL_EPSILON
 from symdae.simulation.core.scheme cimport (Scheme, predictor, call, time_terms, state_terms,
                                             sd_corrector, sd_residual_rows, sd_predictor_sizes,
-                                            sd_corrector_sizes)
+                                            sd_corrector_sizes, sd_correction_norm,
+                                            sd_within, sd_noise_rows, sd_floor, sd_extrapolate)
 from symdae.simulation.core.sparse cimport SparseLU, factorize, apply
 
 cdef extern from "float.h":
@@ -147,41 +149,22 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     coordinate k a constraint involves (K: the iteration matrix, w.K; those structural
     nonzeros only, lu.nidx).
     """
-    cdef int k, e, idx, n = km.n, m = km.m, nm = km.n + km.m
-    cdef double eps = DBL_EPSILON, s = c.s, gh = c.gh, cM = c.cM, g1 = 1.0 + fabs(c.ap)
-    cdef const double* a = x.a
-    cdef const double* lam = x.lam
-    sd_corrector_sizes(s, gh, a, w.qsb, w.vsb, w.sz, w.sz + n, n)
+    cdef int e, idx, n = km.n, m = km.m, nm = km.n + km.m
+    sd_corrector_sizes(c.s, c.gh, x.a, w.qsb, w.vsb, w.sz, w.sz + n, n)
     w.sz[2 * n] = switches      # 1: a switch at round-off counts its jump (switch_search)
     memset(w.mag, 0, (2 * n + m) * sizeof(double))
     call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
-    for k in range(n):
-        w.nu[k] = eps * (cM * w.mag[k] + g1 * w.mag[n + k])
-        w.fq[k] = w.sz[k] * eps / s
-    for k in range(m):
-        w.nu[n + k] = eps * w.mag[2 * n + k] / s
-        w.fq[n + k] = fabs(lam[k]) * eps
+    sd_noise_rows(c.cM, 1.0 + fabs(c.ap), c.s, w.mag, w.sz, x.lam, w.nu, w.fq, n, m)
     for e in range(lu.nn):
         idx = lu.nidx[e]
         w.nu[lu.nrow[e]] += fabs(w.K[idx]) * w.fq[idx - lu.nrow[e] * nm]
-    for k in range(nm):
-        if not (w.nu[k] >= DBL_MIN):    # the floor (see the top of this file)
-            w.nu[k] = DBL_MIN
+    sd_floor(DBL_MIN, w.nu, nm)     # the floor (see the top of this file)
 
 
 cdef inline void term_sizes(const Scheme* c, const double* q, const double* v, const double* wa,
                             const double* a, NewtonWork* w, int n) noexcept nogil:
     """The sizes of the terms of qhat and vhat from state i (see residual_noise)."""
     sd_predictor_sizes(c.h, c.ca, c.cq, c.cv1, c.cvq, q, v, wa, a, w.qsb, w.vsb, n)
-
-
-cdef inline double extrapolate(int order, double y0, double y1, double y2) noexcept nogil:
-    """The value at i+1 of the polynomial of the given order through y at i, i-1, i-2."""
-    if order >= 2:
-        return 3.0 * y0 - 3.0 * y1 + y2
-    if order == 1:
-        return 2.0 * y0 - y1
-    return y0
 
 
 cdef inline bint far_root(const NewtonWork* w, const double* ai, int n) noexcept nogil:
@@ -233,11 +216,7 @@ cdef inline bint at_noise(const NewtonWork* w, int nm) noexcept nogil:
     at least DBL_MIN (or infinite) and NOISE_FACTOR a power of two, so NOISE_FACTOR nu_r is
     exact and |R_r| / nu_r rounds to at most NOISE_FACTOR exactly when |R_r| is at most it
     (a NaN fails both)."""
-    cdef int k
-    for k in range(nm):
-        if not (fabs(w.R[k]) <= NOISE_FACTOR * w.nu[k]):
-            return False
-    return True
+    return sd_within(w.R, w.nu, NOISE_FACTOR, nm)
 
 
 cdef inline int switch_search(const symdae_model* km, symdae_args* x, const Scheme* c,
@@ -280,24 +259,8 @@ cdef inline int switch_search(const symdae_model* km, symdae_args* x, const Sche
 cdef inline double correction_norm(const NewtonWork* w, const Scheme* c, double rtol, int n,
                                    int nm) noexcept nogil:
     """max_k |dy_k| / w_k, the weights of test (a)."""
-    cdef int k
-    cdef double amax = 0.0, lmax = 0.0, wk, norm = 0.0, eps = DBL_EPSILON
-    cdef bint nan = False
-    for k in range(n):
-        amax = max(amax, fabs(w.y[k]))
-    for k in range(n, nm):
-        lmax = max(lmax, fabs(w.y[k]))
-    amax *= FLOOR_FACTOR * eps
-    lmax *= FLOOR_FACTOR * eps
-    for k in range(nm):
-        if k < n:
-            wk = rtol * fabs(w.y[k]) + FLOOR_FACTOR * w.fq[k] + amax
-        else:
-            wk = rtol * fabs(w.y[k]) + lmax
-        wk = fabs(w.dy[k]) / wk if wk > 0.0 else (0.0 if w.dy[k] == 0.0 else INFINITY)
-        norm = wk if wk > norm else norm
-        nan = nan or wk != wk
-    return NAN if nan else norm
+    return sd_correction_norm(rtol, FLOOR_FACTOR, FLOOR_FACTOR * DBL_EPSILON, w.y, w.fq, w.dy, n,
+                              nm - n)
 
 
 cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme* c,
@@ -330,12 +293,8 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
     out.on_switch = False
     predictor(c, qi, vi, wi, ai, w.qh, w.vh, n)
     term_sizes(c, qi, vi, wi, ai, w, n)
-    for k in range(n):
-        w.y0[k] = extrapolate(order, ai[k], a1[k], a2[k])
-        w.y[k] = w.y0[k]
-    for k in range(m):
-        w.y0[n + k] = extrapolate(order, li[k], l1[k], l2[k])
-        w.y[n + k] = w.y0[n + k]
+    sd_extrapolate(order, ai, a1, a2, w.y0, w.y, n)
+    sd_extrapolate(order, li, l1, l2, w.y0 + n, w.y + n, m)
     x.t = t1
     x.q = w.qc
     x.v = w.vc

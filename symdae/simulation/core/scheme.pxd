@@ -55,6 +55,14 @@ cdef extern from "vector_ops.h":
     double sd_residual_rows(double cM, double ap, double s, const double* res,
                             const double* gprev, double* R, double* dy, int n,
                             int m) noexcept nogil
+    double sd_correction_norm(double rtol, double ff, double tiny, const double* y,
+                              const double* fq, const double* dy, int n, int m) noexcept nogil
+    bint sd_within(const double* R, const double* nu, double factor, int n) noexcept nogil
+    void sd_noise_rows(double cM, double g1, double s, const double* mag, const double* sz,
+                       const double* lam, double* nu, double* fq, int n, int m) noexcept nogil
+    void sd_floor(double lo, double* x, int n) noexcept nogil
+    void sd_extrapolate(int order, const double* y0, const double* y1, const double* y2,
+                        double* out, double* out2, int n) noexcept nogil
 
 
 cdef struct Scheme:

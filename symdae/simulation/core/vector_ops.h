@@ -2,11 +2,33 @@
  * arrays declared restrict: written in Cython, GCC cannot tell that the outputs do not
  * overlap the inputs and keeps every loop scalar (versioning it for six pointers costs more
  * than the alias checks it would allow); restrict-qualified, the loops vectorise (the tangent
- * sweep runs them over n x directions entries). Callers never pass overlapping outputs. */
+ * sweep runs them over n x directions entries). Callers never pass overlapping outputs.
+ *
+ * Max-norms: under IEEE semantics GCC keeps a running max `m = x > m ? x : m` scalar (it may
+ * not reorder comparisons that a NaN would make order-dependent); OpenMP's simd pragma
+ * (-fopenmp-simd: the pragma only, no OpenMP runtime) lets it take the maximum in vector
+ * lanes. The maximum of numbers is the same in any order, and a NaN never reaches the result
+ * through it: a count beside it (nan) carries it, see the top of newton.pxd; a count of
+ * doubles (0 or 1 per entry, exact), as a compare gives a double-wide lane mask that an int
+ * would have to be packed from. Without the flag, the pragma is ignored and the loops stay
+ * scalar, with the same results. */
 #ifndef SYMDAE_VECTOR_OPS_H
 #define SYMDAE_VECTOR_OPS_H
 
+#include <float.h>
 #include <math.h>
+
+/* Reductions over fewer entries stay scalar: the vector loop's set-up, lane reduction and
+ * remainder cost more than the lanes save on the engine mount's 5 rows (forward 2 946 -> 3 153
+ * instructions per step in vector lanes), and less on the four-cylinder TVD's 42 (18 210 ->
+ * 17 136). The vector paths are functions of their own (SD_LANES, not inlined), so that the
+ * scalar ones stay small enough for GCC to inline them into the Newton loop as before. */
+#define SD_SIMD_MIN 16
+#if defined(__GNUC__)
+#define SD_LANES static __attribute__((noinline))
+#else
+#define SD_LANES static
+#endif
 
 /* qhat = q + h v + ca w + cq a, vhat = v + cv1 w + cvq a (scheme.pxd's predictor) */
 static inline void sd_predictor(double h, double ca, double cq, double cv1, double cvq,
@@ -91,31 +113,188 @@ static inline void sd_scale(double alpha, const double *restrict x, double *rest
 
 /* The Newton residual from the residual kernel's terms res = [Ma, g, C] (newton.pxd):
  * R = (cM Ma + g - ap gprev, C / s), dy = -R; returns max |R_k|, NaN where an entry is
- * (a running max keeps no NaN: the flag beside it, see the top of newton.pxd) */
+ * (a running max keeps no NaN: the count beside it, see the top of this file) */
+#define SD_RESIDUAL_ROW(value) {                \
+        const double rk = (value);              \
+        const double wk = fabs(rk);             \
+        R[k] = rk;                              \
+        dy[k] = -rk;                            \
+        norm = wk > norm ? wk : norm;           \
+        nan += wk != wk ? 1.0 : 0.0;            \
+    }
+SD_LANES double sd_residual_rows_lanes(double cM, double ap, double s,
+                                       const double *restrict res,
+                                       const double *restrict gprev, double *restrict R,
+                                       double *restrict dy, int n, int m)
+{
+    double norm = 0.0, nan = 0.0;
+    #pragma omp simd reduction(max:norm) reduction(+:nan)
+    for (int k = 0; k < n; k++)
+        SD_RESIDUAL_ROW(cM * res[k] + res[n + k] - ap * gprev[k])
+    #pragma omp simd reduction(max:norm) reduction(+:nan)
+    for (int k = n; k < n + m; k++)
+        SD_RESIDUAL_ROW(res[n + k] / s)
+    return nan != 0.0 ? NAN : norm;
+}
+
 static inline double sd_residual_rows(double cM, double ap, double s,
                                       const double *restrict res,
                                       const double *restrict gprev, double *restrict R,
                                       double *restrict dy, int n, int m)
 {
-    double norm = 0.0, rk, wk;
-    int nan = 0;
+    double norm = 0.0, nan = 0.0;
+    if (n + m >= SD_SIMD_MIN)
+        return sd_residual_rows_lanes(cM, ap, s, res, gprev, R, dy, n, m);
+    for (int k = 0; k < n; k++)
+        SD_RESIDUAL_ROW(cM * res[k] + res[n + k] - ap * gprev[k])
+    for (int k = n; k < n + m; k++)
+        SD_RESIDUAL_ROW(res[n + k] / s)
+    return nan != 0.0 ? NAN : norm;
+}
+#undef SD_RESIDUAL_ROW
+
+/* sd_correction_norm in vector lanes; -1 where a quotient is NaN (a weight of 0 with dy_k = 0,
+ * or a NaN): those take the one-by-one loop, which sets such cases apart */
+SD_LANES double sd_correction_norm_lanes(double rtol, double ff, double tiny,
+                                         const double *restrict y,
+                                         const double *restrict fq,
+                                         const double *restrict dy, int n, int m)
+{
+    double amax = 0.0, lmax = 0.0, norm = 0.0, nan = 0.0, wk;
+    #pragma omp simd reduction(max:amax)
     for (int k = 0; k < n; k++) {
-        rk = cM * res[k] + res[n + k] - ap * gprev[k];
-        R[k] = rk;
-        dy[k] = -rk;
-        wk = fabs(rk);
-        norm = wk > norm ? wk : norm;
-        nan |= wk != wk;
+        wk = fabs(y[k]);
+        amax = wk > amax ? wk : amax;
     }
+    #pragma omp simd reduction(max:lmax)
     for (int k = n; k < n + m; k++) {
-        rk = res[n + k] / s;
-        R[k] = rk;
-        dy[k] = -rk;
-        wk = fabs(rk);
+        wk = fabs(y[k]);
+        lmax = wk > lmax ? wk : lmax;
+    }
+    amax *= tiny;
+    lmax *= tiny;
+    #pragma omp simd reduction(max:norm) reduction(+:nan)
+    for (int k = 0; k < n; k++) {
+        wk = fabs(dy[k]) / (rtol * fabs(y[k]) + ff * fq[k] + amax);
+        norm = wk > norm ? wk : norm;
+        nan += wk != wk ? 1.0 : 0.0;
+    }
+    #pragma omp simd reduction(max:norm) reduction(+:nan)
+    for (int k = n; k < n + m; k++) {
+        wk = fabs(dy[k]) / (rtol * fabs(y[k]) + lmax);
+        norm = wk > norm ? wk : norm;
+        nan += wk != wk ? 1.0 : 0.0;
+    }
+    return nan != 0.0 ? -1.0 : norm;
+}
+
+/* max_k |dy_k| / w_k, test (a)'s correction norm (newton.pxd), with w_k = rtol |y_k| +
+ * ff fq_k + amax for the n accelerations and rtol |y_k| + lmax for the m multipliers, where
+ * amax = tiny max_k<n |y_k| and lmax = tiny max_k>=n |y_k|; w_k = 0 (or NaN) counts as 0 where
+ * dy_k = 0, else as infinite; NaN where a quotient is. (The maxima of |y| skip a NaN: y is
+ * finite here, Newton's iterate after a finite residual.) */
+static inline double sd_correction_norm(double rtol, double ff, double tiny,
+                                        const double *restrict y,
+                                        const double *restrict fq,
+                                        const double *restrict dy, int n, int m)
+{
+    double amax = 0.0, lmax = 0.0, norm, wk;
+    int nan = 0;
+    if (n + m >= SD_SIMD_MIN) {
+        norm = sd_correction_norm_lanes(rtol, ff, tiny, y, fq, dy, n, m);
+        if (norm >= 0.0)
+            return norm;
+    }
+    for (int k = 0; k < n; k++)
+        amax = fabs(y[k]) > amax ? fabs(y[k]) : amax;
+    for (int k = n; k < n + m; k++)
+        lmax = fabs(y[k]) > lmax ? fabs(y[k]) : lmax;
+    amax *= tiny;
+    lmax *= tiny;
+    norm = 0.0;
+    for (int k = 0; k < n + m; k++) {
+        wk = k < n ? rtol * fabs(y[k]) + ff * fq[k] + amax : rtol * fabs(y[k]) + lmax;
+        wk = wk > 0.0 ? fabs(dy[k]) / wk : (dy[k] == 0.0 ? 0.0 : INFINITY);
         norm = wk > norm ? wk : norm;
         nan |= wk != wk;
     }
     return nan ? NAN : norm;
+}
+
+/* whether |R_k| <= factor nu_k for every k (newton.pxd's test (b); a NaN fails): long ones
+ * in vector lanes (a count of the rows that fail), short ones up to the first that fails */
+SD_LANES int sd_within_lanes(const double *restrict R, const double *restrict nu,
+                             double factor, int n)
+{
+    double out = 0.0;
+    #pragma omp simd reduction(+:out)
+    for (int k = 0; k < n; k++)
+        out += fabs(R[k]) <= factor * nu[k] ? 0.0 : 1.0;
+    return out == 0.0;
+}
+
+static inline int sd_within(const double *restrict R, const double *restrict nu,
+                            double factor, int n)
+{
+    if (n >= SD_SIMD_MIN)
+        return sd_within_lanes(R, nu, factor, n);
+    for (int k = 0; k < n; k++)
+        if (!(fabs(R[k]) <= factor * nu[k]))
+            return 0;
+    return 1;
+}
+
+/* The round-off levels nu of the residual rows from their terms' sizes mag = [Ma, g, C] and
+ * the rounding fq of (a, lam) that q's rounding (sz / s) implies (newton.pxd's residual_noise,
+ * before the constraint coupling it adds) */
+static inline void sd_noise_rows(double cM, double g1, double s, const double *restrict mag,
+                                 const double *restrict sz, const double *restrict lam,
+                                 double *restrict nu, double *restrict fq, int n, int m)
+{
+    const double eps = DBL_EPSILON;
+    for (int k = 0; k < n; k++) {
+        nu[k] = eps * (cM * mag[k] + g1 * mag[n + k]);
+        fq[k] = sz[k] * eps / s;
+    }
+    for (int k = 0; k < m; k++) {
+        nu[n + k] = eps * mag[2 * n + k] / s;
+        fq[n + k] = fabs(lam[k]) * eps;
+    }
+}
+
+/* x_k <- lo where x_k is below it or NaN */
+static inline void sd_floor(double lo, double *restrict x, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (!(x[k] >= lo))
+            x[k] = lo;
+}
+
+/* The value at i+1 of the polynomial of the given order (0, 1, 2) through y at i, i-1, i-2,
+ * into out and out2 (newton.pxd's start value) */
+static inline void sd_extrapolate(int order, const double *restrict y0,
+                                  const double *restrict y1, const double *restrict y2,
+                                  double *restrict out, double *restrict out2, int n)
+{
+    double v;
+    if (order >= 2) {
+        for (int k = 0; k < n; k++) {
+            v = 3.0 * y0[k] - 3.0 * y1[k] + y2[k];
+            out[k] = v;
+            out2[k] = v;
+        }
+    } else if (order == 1) {
+        for (int k = 0; k < n; k++) {
+            v = 2.0 * y0[k] - y1[k];
+            out[k] = v;
+            out2[k] = v;
+        }
+    } else {
+        for (int k = 0; k < n; k++) {
+            out[k] = y0[k];
+            out2[k] = y0[k];
+        }
+    }
 }
 
 /* The adjoint of the predictor (adjoint.pxd): from the adjoints qh, vh of qhat, vhat, those
