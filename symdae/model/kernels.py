@@ -71,21 +71,22 @@ class Sizes:
         return 8 * (1 + self.nx + self.n_s + self.n_u)
 
     @property
-    def time_term_bytes(self) -> int:
-        """Bytes of one step's hoisted time terms."""
-        return 8 * self.n_tau
+    def kept_term_bytes(self) -> int:
+        """Bytes of one step's hoisted time terms and state terms, which a forward sweep keeps
+        for the derivative sweeps (``keep_time_terms``)."""
+        return 8 * (self.n_tau + self.n_st)
 
     @property
     def gradient_row_bytes(self) -> int:
-        """Bytes a gradient run keeps per step: the trajectory's row and the time terms the
-        adjoint reads instead of evaluating them again."""
-        return self.row_bytes + self.time_term_bytes
+        """Bytes a gradient run keeps per step: the trajectory's row and the time and state
+        terms the adjoint reads instead of evaluating them again."""
+        return self.row_bytes + self.kept_term_bytes
 
     @property
     def factor_bytes(self) -> int:
         """Bytes of one step's stored factorisation: the (n+m)^2 LU, its nm + 1 int pivots
-        and the time terms."""
-        return 8 * self.nm * self.nm + 4 * (self.nm + 1) + self.time_term_bytes
+        and the time and state terms."""
+        return 8 * self.nm * self.nm + 4 * (self.nm + 1) + self.kept_term_bytes
 
     def dim(self, name: str | int) -> int:
         return name if isinstance(name, int) else getattr(self, name)

@@ -73,11 +73,11 @@ class MemoryEstimate:
 def forward_bytes(sizes, scheme: str, store: bool = False, time_terms: bool = False) -> int:
     """Bytes per grid point of a simulation (compiled backend and Trajectory): t, q, v, a and
     the algorithmic acceleration w (hht-ga only), lam, outputs, inputs (the grid's and the
-    sweep's copy); with ``store`` the factorised Newton matrix and the time terms too, with
-    ``time_terms`` the time terms only."""
+    sweep's copy); with ``store`` the factorised Newton matrix and the time and state terms
+    too, with ``time_terms`` the time and state terms only."""
     n, m = sizes.n, sizes.m
     doubles = 1 + 3 * n + m + sizes.n_s + 2 * sizes.n_u + (n if scheme != "hht-paper" else 0)
-    kept = sizes.factor_bytes if store else sizes.time_term_bytes if time_terms else 0
+    kept = sizes.factor_bytes if store else sizes.kept_term_bytes if time_terms else 0
     return 8 * doubles + kept
 
 

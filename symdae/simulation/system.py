@@ -148,8 +148,9 @@ class System:
             Keep the factorised Newton matrix of every step for tangent/adjoint sweeps.
         keep_time_terms:
             Keep only the hoisted time terms (excitations and their derivatives, functions
-            of t and p) of every step: an adjoint sweep that follows reads them instead of
-            evaluating them again (what :func:`~symdae.simulation.checkpoint.cost_and_gradient`
+            of t and p) and state terms (sin, cos, exp, ... of the coordinates) of every step:
+            an adjoint or tangent sweep that follows reads them instead of evaluating them
+            again (what :func:`~symdae.simulation.checkpoint.cost_and_gradient`
             does). Implied by ``store_factorizations``.
 
         Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,

@@ -41,9 +41,9 @@ forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -
     of a run), the Newton tolerance and iteration cap, whether to keep what the derivative sweeps would
     otherwise recompute (factorisations, time terms), and for a run continued from a checkpoint
     a :class:`Restart` (what makes the continuation take the very steps of one long run).
-    ``time_terms``: keep only the hoisted time terms of every step (``store`` keeps them too),
-    which an adjoint would otherwise evaluate again at every step, at the price of n_tau
-    doubles per step (a backend without hoisted terms keeps nothing).
+    ``time_terms``: keep only the hoisted time terms and state terms of every step (``store``
+    keeps them too), which an adjoint would otherwise evaluate again at every step, at the
+    price of n_tau + n_st doubles per step (a backend without hoisted terms keeps nothing).
     Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
     and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
     the Restart at its last step. A failed sweep is a report with status other than ``ok``,

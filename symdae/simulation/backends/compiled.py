@@ -169,13 +169,13 @@ class CompiledBackend:
             A[:first], L[:first] = restart.history[:, :sz.n], restart.history[:, sz.n:]
             noise = np.array(restart.noise, dtype=float)
             order[:] = restart.order
-        if store:   # every entry is written by the sweep
-            saved = (pool.empty((rows, nm, nm)), pool.empty((rows, nm + 1), dtype=np.intc),
-                     pool.empty((rows, sz.n_tau)))
-        elif time_terms and sz.n_tau:
-            saved = (None, None, pool.empty((rows, sz.n_tau)))
-        else:
-            saved = (None, None, None)
+        # every entry of what is kept is written by the sweep: the factorisations (store), the
+        # time terms and the state terms (store or time_terms)
+        keep = store or time_terms
+        saved = (pool.empty((rows, nm, nm)) if store else None,
+                 pool.empty((rows, nm + 1), dtype=np.intc) if store else None,
+                 pool.empty((rows, sz.n_tau)) if keep and (store or sz.n_tau) else None,
+                 pool.empty((rows, sz.n_st)) if keep and sz.n_st else None)
         p_arg = _vec(p, sz.n_p, "p", "forward")
         Ufull = pool.empty((rows, sz.n_u))
         Ufull[first:] = U
@@ -195,7 +195,7 @@ class CompiledBackend:
                              None if W is A else W[part])
 
     def _saved(self, fwd: ForwardResult):
-        return fwd.saved if fwd.saved is not None else (None, None, None)
+        return fwd.saved if fwd.saved is not None else (None, None, None, None)
 
     def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0,
                 states: bool = True) -> TangentArrays:

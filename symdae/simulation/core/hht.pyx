@@ -395,26 +395,30 @@ cdef inline void set_state(symdae_args* x, const Traj* tr, Py_ssize_t i) noexcep
 
 
 cdef struct Factors:
-    # the factorised Newton matrices and time terms of every state (stored), or work space to
-    # recompute them state by state; the sparse LU's orders and structure (sparse.pxd)
+    # the factorised Newton matrices, time terms and state terms of every state (stored), or
+    # work space to recompute them state by state; the sparse LU's orders and structure
+    # (sparse.pxd)
     double* LU       # (N+1) x nm x nm, or NULL
     int* piv         # (N+1) x (nm + 1)
     double* TAU      # (N+1) x n_tau, or NULL
+    double* ST       # (N+1) x n_st: the state terms of every state, or NULL
     double* K        # work: Newton matrix, its factorisation and pivots
     double* LUw
     int* pw
-    int nm, n_tau
+    int nm, n_tau, n_st
     SparseLU lu
 
 
 cdef inline Factors factors_of(double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-                               int nm, int n_tau) noexcept nogil:
+                               double[:, ::1] ST, int nm, int n_tau, int n_st) noexcept nogil:
     cdef Factors f
     f.LU = &LU[0, 0, 0] if LU is not None and nm > 0 else NULL
     f.piv = &PIV[0, 0] if LU is not None and nm > 0 else NULL
     f.TAU = &TAU[0, 0] if TAU is not None and n_tau > 0 else NULL
+    f.ST = &ST[0, 0] if ST is not None and n_st > 0 else NULL
     f.nm = nm
     f.n_tau = n_tau
+    f.n_st = n_st
     return f
 
 
@@ -447,6 +451,17 @@ cdef inline void tau_at(const symdae_model* km, symdae_args* x, const Factors* f
         x.tau = f.TAU + i * f.n_tau
     else:
         time_terms_for(km, x, buf, reads)
+
+
+cdef inline void st_at(const symdae_model* km, symdae_args* x, const Factors* f, Py_ssize_t i,
+                       double* buf) noexcept nogil:
+    """The state terms at state i (x, its time terms set): the stored row, which the forward
+    sweep computed at the very same state (the Newton iterate it accepted), or evaluated into
+    buf (scheme.pxd's state_terms)."""
+    if f.ST != NULL:
+        x.st = f.ST + i * f.n_st
+    else:
+        state_terms(km, x, buf)
 
 
 cdef struct ForwardReport:
@@ -497,7 +512,8 @@ cdef void carve_newton(Arena* a, NewtonWork* w, int n, int m, int n_tau,
 cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonWork* w,
                 const Traj* tr, Factors* f, Py_ssize_t i, double* S, bint fresh) noexcept nogil:
     """State i is in the trajectory: its outputs, g_i for the next step and, where the sweep
-    stores them for the derivative sweeps, its time terms and the factorisation of K there.
+    stores them for the derivative sweeps, its time terms, state terms and the factorisation
+    of K there.
     ``fresh``: the time terms and residual at state i are not in w yet (state 0). x.st holds
     state i's state terms: for state 0 the caller's, else those of the Newton iterate it was
     accepted at (newton.pxd, residual_at). Returns 0 or factor_into's pivot code."""
@@ -511,6 +527,8 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     call(km, SYMDAE_OUTPUTS, x, NULL, S + i * km.n_s)
     if f.TAU != NULL:       # w.all_terms: the step evaluated all of them
         memcpy(f.TAU + i * f.n_tau, w.tau, f.n_tau * sizeof(double))
+    if f.ST != NULL:
+        memcpy(f.ST + i * f.n_st, x.st, f.n_st * sizeof(double))
     if f.LU == NULL:
         return 0
     return factor_into(km, x, c.kw, &f.lu, f.K, f.LU + i * nm * nm, f.piv + i * (nm + 1))
@@ -520,7 +538,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
             double[:, ::1] L, double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-            double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
+            double[:, ::1] ST, double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
             int[::1] order, bint have_order):
     """Forward sweep of N steps of scheme ``kind`` (scheme.pxd) from the consistent state in
     row ``first`` of Q, V, A, W, L, which is step i0 of the grid t0 + k h (W: the algorithmic
@@ -535,7 +553,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     ``have_order`` (a continued run), else analysed from the first Newton matrix; written at
     the end for the derivative sweeps and the next segment. With LU (rows, nm, nm), PIV (rows,
     nm + 1) and TAU (rows, n_tau) given, stores the factorised Newton matrix and all time terms
-    of every accepted state for the sensitivity sweeps. Returns a ForwardReport (dict).
+    of every accepted state for the sensitivity sweeps; with ST (rows, n_st), its state terms.
+    Returns a ForwardReport (dict).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, pivot
@@ -545,7 +564,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef StepOutcome so
     cdef ForwardReport rep
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0 - first)
-    cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
+    cdef Factors f = factors_of(LU, PIV, TAU, ST, nm, K.n_tau, K.n_st)
     cdef double* Sb = base(S)
     cdef Py_ssize_t i = first, i1, i2, last = first + N
     cdef int extrapolation, attempt
@@ -670,7 +689,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
             double[:, ::1] L, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-            const double[:, ::1] DT, double[:, :, ::1] dQ, double[:, :, ::1] dV,
+            double[:, ::1] ST, const double[:, ::1] DT, double[:, :, ::1] dQ, double[:, :, ::1] dV,
             double[:, :, ::1] dA, double[:, :, ::1] dW, double[:, :, ::1] dL,
             double[:, :, ::1] dS, Py_ssize_t i0, const int[::1] order):
     """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
@@ -680,7 +699,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     dL are (rows, nd, size) with rows = N+1, or 2 to keep only the last two states (state i in
     row i % rows: the output sensitivities without the states'); row 0 of dQ, dV, dA, dW, dL
     must hold the sensitivities at row 0 (for hht-paper dW may be dA itself). Uses LU,
-    PIV and TAU from forward() when given, else refactorises at each state, with the sparse
+    PIV, TAU and ST from forward() when given, else refactorises at each state, with the sparse
     LU orders ``order`` of that forward run. Returns {"status", "step"} (INTERRUPTED on
     Ctrl-C, interrupt.pxd; SINGULAR with the
     step whose matrix was singular).
@@ -696,7 +715,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef double* st
     cdef double* tmp
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
-    cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
+    cdef Factors f = factors_of(LU, PIV, TAU, ST, nm, K.n_tau, K.n_st)
     cdef double* LUcur
     cdef int* pcur
     cdef const double* dt = cbase(DT)
@@ -725,7 +744,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     with nogil:
         set_state(&x, &tr, 0)
         tau_at(km, &x, &f, 0, tau, reads)
-        state_terms(km, &x, st)     # once per state, for all the kernels there
+        st_at(km, &x, &f, 0, st)     # once per state, for all the kernels there
         prepare_lu(km, &x, &c, &f.lu, f.K, f.LUw, &order[0], True)
         written_entries(km, &x, &w)          # the blocks at state 0 and their structure
         collect_products(km, &c, &w, dt, ldp, nd)         # counting pass
@@ -744,7 +763,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 break
             set_state(&x, &tr, i + 1)
             tau_at(km, &x, &f, i + 1, tau, reads)
-            state_terms(km, &x, st)
+            st_at(km, &x, &f, i + 1, st)
             pivot = factors_at(km, &x, &c, &f, i + 1, &LUcur, &pcur)
             if pivot != 0:
                 break
@@ -801,7 +820,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
             double[:, ::1] L, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
-            const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
+            double[:, ::1] ST, const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
             bint first, const int[::1] order):
     """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme, backwards over the
     N steps of rows 0..N (steps i0..i0+N of the grid t0 + k h).
@@ -834,7 +853,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef double* st[2]
     cdef double* tmp
     cdef Traj tr = traj_of(t0, h, Q, V, A, W, L, U, i0)
-    cdef Factors f = factors_of(LU, PIV, TAU, nm, K.n_tau)
+    cdef Factors f = factors_of(LU, PIV, TAU, ST, nm, K.n_tau, K.n_st)
     cdef const double* dphi = cbase(dPhi)
     cdef double* LUcur
     cdef int* pcur
@@ -862,7 +881,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     with nogil:
         set_state(&x1, &tr, N)
         tau_at(km, &x1, &f, N, tau[1], reads)
-        state_terms(km, &x1, st[1])     # once per state, for all the kernels there
+        st_at(km, &x1, &f, N, st[1])     # once per state, for all the kernels there
         prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
@@ -876,7 +895,7 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 break
             set_state(&x0, &tr, i - 1)
             tau_at(km, &x0, &f, i - 1, tau[0], reads)
-            state_terms(km, &x0, st[0])
+            st_at(km, &x0, &f, i - 1, st[0])
             adjoint_step(km, &x1, &x0, &c, &w, &f.lu, LUcur, pcur, xb, wb, gacc)
             output_source(km, &x0, dphi + (i - 1) * ns, xb)
             x1 = x0
