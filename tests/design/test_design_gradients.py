@@ -14,6 +14,8 @@ two-mass model (spec 8.2.3).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -231,3 +233,36 @@ def test_euler_homogeneity_on_the_linear_two_mass_model(systems):
         lhs = float(np.sum(U[1:] * ev.gradient[1:, 0]))
         assert ev.penalties["end"] > 0.1 * abs(ev.information)
         assert lhs == pytest.approx(2 * ev.value, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["cart_pendulum", "design_nonlinear_u"])
+def test_the_design_sweep_reads_the_state_terms_the_forward_sweep_kept(systems, name,
+                                                                        monkeypatch):
+    """The forward run of a design evaluation keeps its state terms (sin, cos of the angles)
+    with its factorisations; the design sweep reads them instead of evaluating them again:
+    the same gradient bit for bit as when they are dropped (recomputed), and perturbed after
+    the tangent sweep, the gradient moves (they are what the design sweep reads)."""
+    import symdae.design.gradients as gradients
+    _, system, _ = systems[name]
+    assert system.sizes.n_st > 0
+    prob = problem(system, name, -0.1, "D", True)
+    U = prob.U_start
+    kept = prob.evaluate(U)
+    sweep = gradients.design_adjoint
+
+    def changing(scale):
+        def run(backend, fwd, *args, **kw):
+            assert fwd.saved is not None and fwd.saved[3] is not None
+            if scale is None:
+                fwd = dataclasses.replace(fwd, saved=(*fwd.saved[:3], None))
+            else:
+                fwd.saved[3][:] *= scale
+            return sweep(backend, fwd, *args, **kw)
+        return run
+
+    monkeypatch.setattr(gradients, "design_adjoint", changing(None))
+    dropped = prob.evaluate(U)
+    assert dropped.value == kept.value
+    np.testing.assert_array_equal(dropped.gradient, kept.gradient)
+    monkeypatch.setattr(gradients, "design_adjoint", changing(1.001))
+    assert not np.array_equal(prob.evaluate(U).gradient, kept.gradient)

@@ -85,8 +85,7 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
 
     g = fwd.grid
     ubar = np.zeros((N + 1, max(sz.n_u, 1)))
-    # the factorisations and time terms (the design sweep evaluates the state terms itself)
-    saved = fwd.saved[:3] if fwd.saved is not None else (None, None, None)
+    saved = fwd.saved if fwd.saved is not None else (None, None, None, None)
     p = fwd.p if sz.n_p else np.zeros(1)
     DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
     lapack = getattr(backend, "_lapack", contextlib.nullcontext)   # one BLAS thread if LAPACK

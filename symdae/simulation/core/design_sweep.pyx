@@ -97,7 +97,7 @@ cdef inline void add_output_source(const symdae_model* km, const symdae_args* x,
 def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alpha, int kind,
                    const double[::1] p, const double[:, ::1] U,
                    const double[:, ::1] Q, const double[:, ::1] V, const double[:, ::1] A,
-                   const double[:, ::1] L, object LU, object PIV, object TAU,
+                   const double[:, ::1] L, object LU, object PIV, object TAU, object ST,
                    const double[:, ::1] DT, const double[:, :, ::1] dQ,
                    const double[:, :, ::1] dV, const double[:, :, ::1] dA,
                    const double[:, :, ::1] dL, const double[:, :, ::1] dPsiS,
@@ -109,9 +109,10 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     DT (nd, n_p): parameter directions; dQ, dV, dA, dL (N+1, nd, size): the tangents; dPsiS
     (N+1, nd, n_s): dPsi/dS; dPsis (N+1, n_s): dPsi/ds; dPsix (N+1, 3n + m): dPsi/dx; every
     array at least one element wide (the caller pads). ubar (N+1, n_u) receives dPsi/dU_i for
-    i = 1..N (row 0 is left alone: U_0 is not a design variable). LU (N+1, nm, nm), PIV and
-    TAU (N+1, n_tau) are the forward sweep's stored factorisations and time terms, or None
-    (recomputed state by state); ``order`` (2 nm): the forward run's sparse LU orders.
+    i = 1..N (row 0 is left alone: U_0 is not a design variable). LU (N+1, nm, nm), PIV,
+    TAU (N+1, n_tau) and ST (N+1, n_st) are the forward sweep's stored factorisations, time
+    terms and state terms, or None (recomputed state by state); ``order`` (2 nm): the forward
+    run's sparse LU orders.
     Returns {"status": 0 | 1 (singular) | 4 (interrupted: Ctrl-C, interrupt.pxd), "step"}.
     """
     cdef const symdae_model* km = _model(module)
@@ -123,14 +124,18 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     cdef Scheme c = scheme(h, alpha, kind)
     cdef bint stored = LU is not None
     cdef bint tau_stored = TAU is not None
+    cdef bint st_stored = ST is not None and km.n_st > 0
     cdef double[:, :, ::1] LUv
     cdef int[:, ::1] PIVv
     cdef double[:, ::1] TAUv
+    cdef double[:, ::1] STv
     if stored:
         LUv = LU
         PIVv = PIV
     if tau_stored:
         TAUv = TAU
+    if st_stored:
+        STv = ST
     # work buffers (one element of slack each: zero-size buffers stay valid pointers)
     xbr_a = np.zeros(nd * nx + 1)      # rho adjoints, one row per direction
     rr_a = np.zeros(nd * nm + 1)       # rho multipliers of the current step
@@ -190,7 +195,10 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
             x1.tau = row(TAUv, N)
         else:
             time_terms(km, &x1, tau[1], True)
-        state_terms(km, &x1, st[1])     # once per state, for all the kernels there
+        if st_stored:
+            x1.st = row(STv, N)
+        else:
+            state_terms(km, &x1, st[1])     # once per state, for all the kernels there
         prepare_lu(km, &x1, &c, &lu, &Kb[0], &LUwb[0], &order[0], True)
         for k in range(nx):
             xbp[k] = dPsix[N, k]
@@ -216,7 +224,10 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                 x0.tau = row(TAUv, i - 1)
             else:
                 time_terms(km, &x0, tau[0], True)
-            state_terms(km, &x0, st[0])
+            if st_stored:
+                x0.st = row(STv, i - 1)
+            else:
+                state_terms(km, &x0, st[0])
             memset(&hout[0], 0, (nx + nu) * sizeof(double))
             for j in range(nd):
                 state_step(km, &x1, &x0, &c, &w, &lu, LUcur, pcur, &xbr[j * nx],
