@@ -22,6 +22,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
+import symdae.design.gradients as gradients
 from symdae.analysis.quadrature import quadrature_weights
 from symdae import LeastSquares
 from symdae.design.criteria import CRITERIA
@@ -242,7 +243,6 @@ def test_the_design_sweep_reads_the_state_terms_the_forward_sweep_kept(systems, 
     with its factorisations; the design sweep reads them instead of evaluating them again:
     the same gradient bit for bit as when they are dropped (recomputed), and perturbed after
     the tangent sweep, the gradient moves (they are what the design sweep reads)."""
-    import symdae.design.gradients as gradients
     _, system, _ = systems[name]
     assert system.sizes.n_st > 0
     prob = problem(system, name, -0.1, "D", True)

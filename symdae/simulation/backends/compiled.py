@@ -174,7 +174,7 @@ class CompiledBackend:
         keep = store or time_terms
         saved = (pool.empty((rows, nm, nm)) if store else None,
                  pool.empty((rows, nm + 1), dtype=np.intc) if store else None,
-                 pool.empty((rows, sz.n_tau)) if keep and (store or sz.n_tau) else None,
+                 pool.empty((rows, sz.n_tau)) if keep and sz.n_tau else None,
                  pool.empty((rows, sz.n_st)) if keep and sz.n_st else None)
         p_arg = _vec(p, sz.n_p, "p", "forward")
         Ufull = pool.empty((rows, sz.n_u))

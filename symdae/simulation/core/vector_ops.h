@@ -21,7 +21,7 @@
 /* Reductions over fewer entries stay scalar: the vector loop's set-up, lane reduction and
  * remainder cost more than the lanes save on the engine mount's 5 rows (forward 2 946 -> 3 153
  * instructions per step in vector lanes), and less on the four-cylinder TVD's 42 (18 210 ->
- * 17 136). The vector paths are functions of their own (SD_LANES, not inlined), so that the
+ * 17 225). The vector paths are functions of their own (SD_LANES, not inlined), so that the
  * scalar ones stay small enough for GCC to inline them into the Newton loop as before. */
 #define SD_SIMD_MIN 16
 #if defined(__GNUC__)
