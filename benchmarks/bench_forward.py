@@ -100,7 +100,7 @@ def bare_sweep(system, t_end: float, h: float, alpha: float, zero_start: bool):
     def run():
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, dtype=np.intc)
         rep = hht.forward(k, t0, float(h), N, float(alpha), kind, p, U, Q, V, A, W, L, S,
-                           None, None, None, rtol, max_iter, 0, 0, noise, order, False)
+                           None, None, None, None, rtol, max_iter, 0, 0, noise, order, False)
         if rep["status"] != hht.STATUS["OK"]:
             raise RuntimeError(f"bare sweep failed: {rep}")
         counters.update(rep)

@@ -177,11 +177,13 @@ def internal_contenders(su: Setup) -> dict:
     L, S = np.empty((N + 1, m)), np.zeros((N + 1, sz.n_s))
     LU, PIV, TAU = np.empty((N + 1, nm, nm)), np.empty((N + 1, nm + 1), np.intc), \
         np.empty((N + 1, sz.n_tau))
+    ST = np.empty((N + 1, sz.n_st)) if sz.n_st else None
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
 
     def forward(store, time_terms=False):
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
-        mats = (LU, PIV, TAU) if store else (None, None, TAU if time_terms else None)
+        mats = (LU, PIV, TAU, ST) if store else (None, None) + ((TAU, ST) if time_terms
+                                                                else (None, None))
         rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), p, U, Q, V, A,
                           A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False)
         if rep["status"] != 0:

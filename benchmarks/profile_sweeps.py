@@ -64,11 +64,12 @@ CHILD = textwrap.dedent('''
     L, S = np.empty((N + 1, m)), np.zeros((N + 1, k.n_s))
     LU, PIV = np.empty((N + 1, nm, nm)), np.empty((N + 1, nm + 1), np.intc)
     TAU = np.empty((N + 1, k.n_tau))
+    ST = np.empty((N + 1, k.n_st)) if k.n_st else None
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
 
     def forward(store):
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
-        mats = (LU, PIV, TAU) if store else (None, None, None)
+        mats = (LU, PIV, TAU, ST) if store else (None, None, None, None)
         rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), sw.p, sw.U, Q,
                           V, A, A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False)
         assert rep["status"] == 0, rep
