@@ -38,7 +38,8 @@ _export("symdae.simulation.compile", "compile_model")
 _export("symdae.simulation.system", "System")
 _export("symdae.simulation.scenario", "Scenario")
 _export("symdae.simulation.trajectory", "Trajectory")
-_export("symdae.simulation.memory", "MemoryEstimate", "MemoryLimitError", "available_memory")
+_export("symdae.simulation.memory", "MemoryEstimate", "MemoryLimitError", "available_memory",
+        "free_memory")
 _export("symdae.simulation.sensitivity", "adjoint_gradient", "tangent", "TangentResult")
 # data: measurements, test-bench recordings (file formats and dialects), channel maps with
 # units, alignment with the simulation grid

@@ -80,25 +80,32 @@ def gather(futures: Iterable[Future], stop_timeout: float = 5.0) -> list:
 
 
 class _Guard:
+    # sets the thread counts of the BLAS libraries itself: threadpoolctl's limit() builds a
+    # description of every library on each call (12 us a call, here 6)
     def __init__(self):
         from threadpoolctl import ThreadpoolController
-        self._controller = ThreadpoolController()
+        self._blas = [lc for lc in ThreadpoolController().lib_controllers
+                      if lc.user_api == "blas"]
         self._lock = threading.Lock()
         self._users = 0
-        self._limit = None
+        self._restore = []      # (library, its thread count) to restore when the last ends
 
     def enter(self):
         with self._lock:
             if self._users == 0:
-                self._limit = self._controller.limit(limits=1, user_api="blas")
+                counts = [(lc, lc.num_threads) for lc in self._blas]
+                self._restore = [(lc, n) for lc, n in counts if isinstance(n, int) and n > 1]
+                for lc, _ in self._restore:
+                    lc.set_num_threads(1)
             self._users += 1
 
     def exit(self):
         with self._lock:
             self._users -= 1
-            if self._users == 0 and self._limit is not None:
-                self._limit.restore_original_limits()
-                self._limit = None
+            if self._users == 0:
+                for lc, n in self._restore:
+                    lc.set_num_threads(n)
+                self._restore = []
 
 
 @functools.lru_cache(maxsize=1)

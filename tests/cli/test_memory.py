@@ -66,6 +66,7 @@ def small_memory(monkeypatch):
     import symdae.simulation.memory as memory
 
     monkeypatch.setattr(memory, "available_memory", lambda: AVAILABLE)
+    monkeypatch.setattr(memory, "free_memory", lambda: 0)
 
 
 @pytest.mark.parametrize("argv, what, shrink", [
@@ -219,3 +220,34 @@ def test_design_input_refuses_before_its_first_run(small_memory):
     msg = _refused_at_once(lambda: symdae.design_input(
         system, sc, ["c2"], ["x2"], inputs={"F": (-1.0, 1.0)}, progress=False), est.total)
     assert msg.startswith("the input design needs about")
+
+
+def test_an_estimate_far_below_the_free_memory_does_not_read_the_available_memory(monkeypatch):
+    """The check asks for MemAvailable (a parse of /proc/meminfo) only when the estimate
+    exceeds half the free memory; above that the available memory decides."""
+    import symdae.simulation.memory as memory
+
+    read = []
+
+    def available():
+        read.append(1)
+        return 10_000
+
+    monkeypatch.setattr(memory, "available_memory", available)
+    monkeypatch.setattr(memory, "free_memory", lambda: 20_000)
+    memory.MemoryEstimate("a run", 10, 1_000).check()          # 10 kB: half the free memory
+    assert read == []
+    with pytest.raises(memory.MemoryLimitError, match=r"a run needs about 9.78 KiB.* 9.77 KiB "
+                                                      r"of memory is available"):
+        memory.MemoryEstimate("a run", 10, 1_001).check()      # a byte more: asked, and short
+    assert read == [1]
+    memory.MemoryEstimate("a run", 10, 999).check(available=9_990)   # given: not the free one
+    with pytest.raises(memory.MemoryLimitError):
+        memory.MemoryEstimate("a run", 10, 999).check(available=9_989)
+
+
+def test_the_free_memory_is_read_from_the_system():
+    import symdae.simulation.memory as memory
+
+    free = memory.free_memory()
+    assert 0 < free <= memory.physical_memory()

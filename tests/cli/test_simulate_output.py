@@ -95,6 +95,7 @@ def test_a_run_whose_states_do_not_fit_is_written_in_segments(tmp_path, capsys, 
     # 20 001 points: the whole run needs ~1.4 MB plus a 6.7 MB CSV chunk, its outputs 1.1 MB
     monkeypatch.setattr(cli_simulate, "available_memory", lambda: 1_500_000)
     monkeypatch.setattr(symdae.simulation.memory, "available_memory", lambda: 1_500_000)
+    monkeypatch.setattr(symdae.simulation.memory, "free_memory", lambda: 0)
     assert main([*base, "--every", "7", "--out-dir", str(tmp_path / "parts")]) == 0
     printed = capsys.readouterr()
     import re

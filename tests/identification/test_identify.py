@@ -464,6 +464,7 @@ def test_an_identification_that_cannot_fit_is_refused_before_any_sweep(monkeypat
     assert est.per_step == 8 * (4 + 3 + 3) and est.fixed >= 2**30
     assert lbfgs.total < gn.total
     monkeypatch.setattr(memory, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(memory, "free_memory", lambda: 0)
     t0 = time.perf_counter()
     with pytest.raises(MemoryLimitError, match=r"experiment 'experiment' \(Gauss-Newton with 2 "
                                                r"free parameters\) needs about 32\.8 GiB.*"

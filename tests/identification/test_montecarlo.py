@@ -101,6 +101,7 @@ def test_a_study_that_cannot_fit_is_refused_before_any_run(two_mass, monkeypatch
     exp = experiment(system, ns, "F0")
     one = symdae.identification.identify.identification_estimate(exp, 1, "least_squares")
     monkeypatch.setattr(memory, "available_memory", lambda: int(1.5 * one.total))
+    monkeypatch.setattr(memory, "free_memory", lambda: 0)
     import os
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)        # two cores: two runs at once
