@@ -23,8 +23,8 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
    True) + cost + adjoint_gradient; J and J + gradient again with the Newton matrix's LU in the core's
    sparse loops instead of the kernel module's written-out code (Kernels.model_lu = False);
    the bare compiled sweeps (the core's forward on preallocated arrays, keeping the time
-   terms or the factorisations, and on fresh arrays; its adjoint) as the compiled backend
-   calls them; the Python pieces (initial_state, cost.evaluate, init_adjoint);
+   terms or the factorisations, and through the compiled backend's forward, which takes its
+   arrays from the system's pool and wraps the result; its adjoint); the Python pieces (initial_state, cost.evaluate, init_adjoint);
    the reference J (storing the trajectory, and cost only), J + gradient.
 3. Ratios against the issue's goals: symdae J / ref J <= 0.9, symdae (J + grad) / ref (J +
    grad) <= 1.0, symdae (J + grad) / J <= 1.3, and where symdae's time goes.
@@ -303,12 +303,12 @@ def breakdown(t: dict, N: int) -> None:
     print("where symdae's time goes (medians of the pieces timed separately in the same run; "
           "'rest' = total - pieces):")
     rows_J = [("compiled forward sweep (preallocated arrays)", fw),
-              ("first touch of the fresh trajectory arrays (page faults)", pf),
+              ("the backend's Python around the sweep (pool arrays, result)", pf),
               ("initial_state (consistent a0, lam0; Python + NumPy)", m["initial_state"]),
               ("cost.evaluate (LeastSquares)", m["cost.evaluate"]),
               ("rest of simulate (scenario, grid, checks, Trajectory)", py_J)]
     rows_JG = [("compiled forward sweep storing the factorisations (preallocated)", fwt),
-               ("first touch of the fresh arrays", pf),
+               ("the backend's Python around the sweep", pf),
                ("initial_state", m["initial_state"]),
                ("cost.evaluate", m["cost.evaluate"]),
                ("compiled adjoint sweep (stored factorisations)", m["bare adjoint"]),

@@ -106,10 +106,11 @@ class LeastSquares(Cost):
             samples = self.reference(traj.t, output)
             weight = self.sample_weights(samples, output)
             r = samples.at(traj.outputs[output]) - samples.values
+            wr = weight * r
             # an elementwise sum, not np.dot: a BLAS dot of >= 10 001 samples wakes OpenBLAS's
             # thread pool, which costs more than the sum (symdae/threads.py)
-            J += 0.5 * float(np.sum(weight * r * r))
-            samples.scatter(weight * r, dS[:, col])
+            J += 0.5 * float(np.sum(wr * r))
+            samples.scatter(wr, dS[:, col])
         return J, dS
 
 

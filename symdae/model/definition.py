@@ -259,7 +259,8 @@ class Model:
     @property
     def multiplier_names(self) -> list[str]:
         """The multipliers' names, in order."""
-        return [str(s) for s in self.multipliers]
+        # a Symbol's name is its str (a printer call, microseconds), a Dummy's not
+        return [str(s) if isinstance(s, sp.Dummy) else s.name for s in self.multipliers]
 
     @property
     def parameter_names(self) -> list[str]:
