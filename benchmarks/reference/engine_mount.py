@@ -76,16 +76,18 @@ class ForwardResult:
     noise_stops: int
 
 
-class EngineMountReference:
-    """The C sweeps on one grid (t0, h, N, alpha) with a fixed data signal for a1.
+class ReferenceSweeps:
+    """A hand-written sweep pair (forward with the cost, adjoint) on one grid (t0, h, N,
+    alpha) with a fixed data signal for a1, and preallocated trajectory buffers, as a
+    hand-written identification code would hold them. Subclasses supply the sweeps
+    (``_forward``, ``_adjoint``): the C library here, numba in engine_mount_numba.py.
 
     ``params`` arguments are the model's 17 parameter values in model order (PARAMETER_NAMES).
     """
 
-    def __init__(self, lib: ctypes.CDLL, *, t0: float, h: float, N: int, alpha: float,
-                 data: np.ndarray, q0=None, v0=None, rtol: float = 1e-12, max_iter: int = 20):
-        self.lib, self.t0, self.h, self.N, self.alpha = lib, float(t0), float(h), int(N), \
-            float(alpha)
+    def __init__(self, *, t0: float, h: float, N: int, alpha: float, data: np.ndarray,
+                 q0=None, v0=None, rtol: float = 1e-12, max_iter: int = 20):
+        self.t0, self.h, self.N, self.alpha = float(t0), float(h), int(N), float(alpha)
         self.rtol, self.max_iter = float(rtol), int(max_iter)
         self.data = np.ascontiguousarray(data, dtype=float)
         if self.data.shape != (self.N + 1,):
@@ -100,38 +102,34 @@ class EngineMountReference:
         self.grad = np.zeros(4)
         self.init_term = np.zeros(4)
         self._p = np.zeros(len(PARAMETER_NAMES))
-        # pointers made once: a timed call is then the sweep plus one ctypes call
-        self._args = [_ptr(x) for x in (self.q0, self.v0, self.data, self.Q, self.V, self.A,
-                                        self.L, self.out, self.grad, self.init_term, self._p)]
-
-    def _set(self, params) -> None:
-        self._p[:] = params
 
     def _forward(self, store: bool) -> ForwardResult:
-        q0, v0, data, Q, V, A, L, out, _, _, p = self._args
-        st = self.lib.em_forward(p, self.t0, self.h, self.N, self.alpha, q0, v0, self.rtol,
-                                 self.max_iter, data, *((Q, V, A, L) if store else
-                                                        (None, None, None, None)), out)
-        if st != 0:
-            raise ReferenceError(f"reference forward sweep: {STATUS.get(st, st)} at "
+        """The forward sweep at self._p (trajectory into Q, V, A, L with ``store``)."""
+        raise NotImplementedError
+
+    def _adjoint(self) -> None:
+        """The adjoint sweep on the stored trajectory: dJ/dp into grad, init_term."""
+        raise NotImplementedError
+
+    def _result(self, status: int, what: str) -> ForwardResult:
+        if status != 0:
+            raise ReferenceError(f"{what} forward sweep: {STATUS.get(status, status)} at "
                                  f"t = {self.out[4]:g}")
         o = self.out
         return ForwardResult(float(o[0]), int(o[1]), int(o[2]), int(o[3]))
 
     def forward(self, params, store: bool = True) -> ForwardResult:
         """J at ``params``; with ``store`` the trajectory is left in Q, V, A, L."""
-        self._set(params)
+        self._p[:] = params
         return self._forward(store)
 
     def cost(self, params) -> float:
         """J (the trajectory is stored, as for a gradient)."""
-        self._set(params)
-        return self._forward(True).J
+        return self.forward(params, True).J
 
     def cost_streaming(self, params) -> float:
         """J without storing the trajectory (only the cost is accumulated)."""
-        self._set(params)
-        return self._forward(False).J
+        return self.forward(params, False).J
 
     def central_differences(self, params, steps=FD_STEPS) -> np.ndarray:
         """Central differences of J along GRADIENT_NAMES with relative ``steps``."""
@@ -147,11 +145,31 @@ class EngineMountReference:
 
     def cost_and_gradient(self, params) -> tuple[float, np.ndarray]:
         """J and dJ/d(cE1, cE2, dE, dH2)."""
-        self._set(params)
-        J = self._forward(True).J
+        J = self.forward(params, True).J
+        self._adjoint()
+        return J, self.grad.copy()
+
+
+class EngineMountReference(ReferenceSweeps):
+    """The C sweeps (engine_mount.c, loaded from ``lib``): see :class:`ReferenceSweeps`."""
+
+    def __init__(self, lib: ctypes.CDLL, **grid):
+        super().__init__(**grid)
+        self.lib = lib
+        # pointers made once: a timed call is then the sweep plus one ctypes call
+        self._args = [_ptr(x) for x in (self.q0, self.v0, self.data, self.Q, self.V, self.A,
+                                        self.L, self.out, self.grad, self.init_term, self._p)]
+
+    def _forward(self, store: bool) -> ForwardResult:
+        q0, v0, data, Q, V, A, L, out, _, _, p = self._args
+        st = self.lib.em_forward(p, self.t0, self.h, self.N, self.alpha, q0, v0, self.rtol,
+                                 self.max_iter, data, *((Q, V, A, L) if store else
+                                                        (None, None, None, None)), out)
+        return self._result(st, "reference")
+
+    def _adjoint(self) -> None:
         _, _, data, Q, V, A, L, _, grad, init, p = self._args
         st = self.lib.em_adjoint(p, self.t0, self.h, self.N, self.alpha, Q, V, A, L, data,
                                  grad, init)
         if st != 0:
             raise ReferenceError(f"reference adjoint sweep: {STATUS.get(st, st)}")
-        return J, self.grad.copy()
