@@ -8,7 +8,13 @@ limits every loaded BLAS to one thread while any symdae evaluation runs and rest
 user's setting when the last one ends (threadpoolctl does the limiting).
 
 The thread count of a BLAS library is process-wide, so the reference count that lets threads
-overlap their evaluations is process-wide too: one guard object, made on first use.
+overlap their evaluations is process-wide too: one guard object, made on first use. Limits
+set from a thread other than the main one do not always hold: with SciPy's and NumPy's
+OpenBLAS 0.3.30 / 0.3.31 (pthreads), once the main thread has set a count, a count set from
+another thread does not take (the main thread reads the old one too; threadpoolctl's README:
+it is designed for limits set from the main thread, and OpenBLAS's
+openblas_set_num_threads_local is process-wide as well). Evaluations on a thread pool after
+one in the main thread may then run BLAS with its own thread count.
 
 Ctrl-C reaches only the main thread. When it arrives while the main thread waits for a pool
 (``pool``, ``gather``), the queued work is cancelled and ``stop_requested()`` turns true until

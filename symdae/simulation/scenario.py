@@ -146,6 +146,8 @@ class Scenario:
     def make(cls, scenario: "Scenario | Mapping | None" = None, **changes) -> "Scenario":
         """A Scenario from a Scenario, a mapping of its fields (a model file's ``SCENARIO``) or
         nothing, with ``changes`` (fields) applied on top."""
+        if isinstance(scenario, Scenario) and not changes:
+            return scenario     # validated when made, and frozen: every evaluation passes here
         if scenario is not None and not isinstance(scenario, (Scenario, Mapping)):
             raise InputError(f"a scenario must be a Scenario or a mapping of its fields, got "
                              f"{type(scenario).__name__}")
