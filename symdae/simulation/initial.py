@@ -231,11 +231,11 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     """
     n, m = model.n, model.m
     zero_n, zero_m = np.zeros(n), np.zeros(m)
-    qv = {"q0": None, "v0": None}
+    q_model0 = v_model0 = None
     if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
-        qv = _At(backend, t0, zero_n, zero_n, zero_n, zero_m, p, u0)("initial_state")
-    q, q_model = _start_vector(q0, qv["q0"], model, "q0")
-    v, v_model = _start_vector(v0, qv["v0"], model, "v0")
+        q_model0, v_model0 = backend.model_start(t0, p, u0)
+    q, q_model = _start_vector(q0, q_model0, model, "q0")
+    v, v_model = _start_vector(v0, v_model0, model, "v0")
     if not project:
         start = backend.consistent_start(t0, q, v, p, u0, tol)
         if start is not None:        # the usual case, in one compiled call

@@ -54,6 +54,43 @@ def test_one_call_equals_the_general_path(name, monkeypatch):
     check_one_call(system, monkeypatch, ns.get("START"), sc)
 
 
+@pytest.mark.parametrize("name", symdae.bundled_models())
+def test_the_models_start_values_are_its_initial_state_kernel(name):
+    """backend.model_start (the kernel called without at()'s checks) gives the very q0, v0 of
+    the initial_state kernel evaluated through the checked path, at the model's parameters
+    and, where it has them, at its start values (q0 and v0 may depend on p)."""
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sz = system.sizes
+    u0 = np.zeros(sz.n_u)
+    for params in (None, ns.get("START")):
+        p = system.parameter_vector(params)
+        out = system.backend.evaluate("initial_state", 0.25, np.zeros(sz.n), np.zeros(sz.n),
+                                      np.zeros(sz.n), np.zeros(sz.m), p, u0)
+        q0, v0 = system.backend.model_start(0.25, p, u0)
+        assert np.array_equal(q0, out[:sz.n]) and np.array_equal(v0, out[sz.n:])
+        assert q0.shape == v0.shape == (sz.n,)
+
+
+def test_the_numpy_backends_start_values_are_the_compiled_ones():
+    model, ns = symdae.load_model("double_pendulum")
+    compiled = symdae.compile_model(model)
+    numpy_backend = symdae.compile_model(model, backend="numpy")
+    p = compiled.parameter_vector(ns.get("START"))
+    q0, v0 = compiled.backend.model_start(0.0, p, [])
+    nq0, nv0 = numpy_backend.backend.model_start(0.0, p, [])
+    assert np.any(q0 != 0.0)                   # the double pendulum starts deflected
+    np.testing.assert_allclose(nq0, q0, rtol=1e-14, atol=0.0)
+    np.testing.assert_allclose(nv0, v0, rtol=1e-14, atol=0.0)
+
+
+def test_a_wrong_parameter_vector_is_named_before_the_kernel_reads_it():
+    model, _ = symdae.load_model("pendulum")
+    system = symdae.compile_model(model)
+    with pytest.raises(symdae.errors.InputError, match="initial state: p has 1 entries"):
+        system.backend.model_start(0.0, [1.0], [])
+
+
 def test_one_call_above_the_dense_lu_takes_lapack(monkeypatch):
     """Above the core's own dense LU (DENSE_LU_MAX) the one call factorises with LAPACK: a
     chain of 12 pendula in Cartesian coordinates (36 x 36)."""

@@ -24,6 +24,9 @@ evaluate(kernel, t, q, v, a, lam, p, u, w=None) -> ndarray
 at(t, q, v, a, lam, p, u) -> callable(kernel, w=None) -> ndarray
     ``evaluate`` at one state for several kernels: the state is checked once, each call
     then checks only ``w`` (the initial state evaluates five to nine kernels at one state).
+model_start(t0, p, u0) -> (q0, v0)
+    The model's initial positions and velocities (its ``initial_state`` expressions in p, t0
+    and u0: the kernel of that name at a zero state), with only p and u0 checked.
 consistent_start(t0, q0, v0, p, u0, tol) -> (a0, lam0) or None
     The consistent initial accelerations and multipliers in one call where nothing needs the
     general path of :func:`symdae.simulation.initial.initial_state` (constraints met within

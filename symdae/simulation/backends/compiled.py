@@ -31,6 +31,10 @@ from .workspace import ArrayPool
 
 __all__ = ["CompiledBackend", "core_available"]
 
+_INITIAL_STATE = KERNEL_NAMES.index("initial_state")
+_NO_WEIGHTS = np.zeros(1)           # read-only use: the initial_state kernel takes no weights
+_NO_WEIGHTS.flags.writeable = False
+
 def core_available() -> bool:
     """Is the compiled core importable (was the package built)?"""
     try:
@@ -129,6 +133,16 @@ class CompiledBackend:
             wv = _vec(() if w is None else w, weight_size(name, sz), "w", f"kernel {name}")
             return evaluate(KERNEL_NAMES.index(name), t, *state, wv)
         return at_state
+
+    def model_start(self, t0, p, u):
+        """The model's (q0, v0) in p, t0, u (backends.base): the initial_state kernel called
+        directly (at() checks seven vectors, a third of an evaluation's initial state)."""
+        sz = self.sizes
+        pv, uv = _vec(p, sz.n_p, "p", "initial state"), _vec(u, sz.n_u, "u", "initial state")
+        zero = np.zeros(max(sz.n, sz.m, 1))        # q, v, a and lam: the kernel reads none
+        out = self.kernels.evaluate(_INITIAL_STATE, float(t0), zero, zero, zero, zero, pv, uv,
+                                    _NO_WEIGHTS)
+        return out[:sz.n], out[sz.n:2 * sz.n]
 
     def consistent_start(self, t0, q, v, p, u, tol: float):
         """(a0, lam0) in one compiled call where the usual case holds, else None

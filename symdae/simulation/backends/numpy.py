@@ -150,6 +150,14 @@ class NumpyBackend:
             return self._fn(name)(t, *state, wv)
         return at_state
 
+    def model_start(self, t0, p, u):
+        """The model's (q0, v0) in p, t0, u (backends.base)."""
+        sz = self.sizes
+        q0v0 = split("initial_state", self.evaluate("initial_state", t0, np.zeros(sz.n),
+                                                    np.zeros(sz.n), np.zeros(sz.n),
+                                                    np.zeros(sz.m), p, u), sz)
+        return q0v0["q0"], q0v0["v0"]
+
     def consistent_start(self, t0, q, v, p, u, tol: float) -> None:
         """None: the general path of symdae/simulation/initial.py computes the start."""
         return None
