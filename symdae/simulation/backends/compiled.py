@@ -32,8 +32,6 @@ from .workspace import ArrayPool
 __all__ = ["CompiledBackend", "core_available"]
 
 _INITIAL_STATE = KERNEL_NAMES.index("initial_state")
-_NO_WEIGHTS = np.zeros(1)           # read-only use: the initial_state kernel takes no weights
-_NO_WEIGHTS.flags.writeable = False
 
 def core_available() -> bool:
     """Is the compiled core importable (was the package built)?"""
@@ -139,9 +137,10 @@ class CompiledBackend:
         directly (at() checks seven vectors, a third of an evaluation's initial state)."""
         sz = self.sizes
         pv, uv = _vec(p, sz.n_p, "p", "initial state"), _vec(u, sz.n_u, "u", "initial state")
-        zero = np.zeros(max(sz.n, sz.m, 1))        # q, v, a and lam: the kernel reads none
+        # q, v, a, lam and the weights: the kernel reads none of them
+        zero = np.zeros(max(sz.n, sz.m, 1))
         out = self.kernels.evaluate(_INITIAL_STATE, float(t0), zero, zero, zero, zero, pv, uv,
-                                    _NO_WEIGHTS)
+                                    zero)
         return out[:sz.n], out[sz.n:2 * sz.n]
 
     def consistent_start(self, t0, q, v, p, u, tol: float):
