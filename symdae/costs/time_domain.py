@@ -37,7 +37,10 @@ class LeastSquares(Cost):
         every grid time).
 
     The quadrature weights eta_i are those of the sample times (for samples off the grid:
-    their own spacing).
+    their own spacing). The data's samples on a grid and their weights are worked out once
+    per grid and kept (:meth:`compared`): an identification compares on one grid hundreds of
+    times. Array data are therefore copied when the cost is made (read-only); a later
+    change to the caller's arrays is not seen.
     """
 
     def __init__(self, data, outputs=None, weights: Mapping | None = None,
@@ -59,6 +62,14 @@ class LeastSquares(Cost):
                 raise InputError(f"weight of {name!r} must be finite and >= 0, got {w!r}")
         self.quadrature = quadrature
         self.align = align
+        if not isinstance(data, Measurement):
+            # the fitted signals as read-only copies (a Measurement is one already)
+            self.data = dict(data)
+            for signal in set(self.outputs.values()) & set(self.data):
+                ref = np.array(self.data[signal], dtype=float)
+                ref.setflags(write=False)
+                self.data[signal] = ref
+        self._compared = {}     # output -> (grid, its key, samples, weights): compared()
 
     def reference(self, t_grid: np.ndarray, output: str) -> GridSamples:
         """The data samples of one fitted output and where they lie on the grid ``t_grid``."""
@@ -93,6 +104,29 @@ class LeastSquares(Cost):
         return float(self.weights.get(output, 1.0)) * \
             quadrature_weights(samples.t, self.quadrature)
 
+    def compared(self, t_grid: np.ndarray, output: str) -> tuple[GridSamples, np.ndarray]:
+        """(:meth:`reference`, :meth:`sample_weights`) of one fitted output on the grid
+        ``t_grid``, kept from the last call on the same grid (the same array, or equal values)
+        with the same data, weight, quadrature and alignment."""
+        key = (id(self.data), self.weights.get(output, 1.0), self.quadrature, self.align)
+        kept = self._compared.get(output)
+        if kept is not None and kept[1] == key and (
+                kept[0] is t_grid or (kept[0].shape == np.shape(t_grid)
+                                      and np.array_equal(kept[0], t_grid))):
+            return kept[2], kept[3]
+        samples = self.reference(t_grid, output)
+        weights = self.sample_weights(samples, output)
+        for x in (weights, samples.values):     # shared by every call that reuses them
+            x.setflags(write=False)
+        grid = t_grid if isinstance(t_grid, np.ndarray) and not t_grid.flags.writeable \
+            else np.array(t_grid, dtype=float)
+        self._compared[output] = (grid, key, samples, weights)
+        return samples, weights
+
+    def __getstate__(self):
+        # the kept comparisons stay behind (a process pool pickles the cost with every call)
+        return {**self.__dict__, "_compared": {}}
+
     def memory(self, sizes, scenario) -> tuple[int, int]:
         """dJ/dS, and for the output being compared its weights, model samples and residual."""
         return 8 * (sizes.n_s + 3), 0
@@ -103,8 +137,7 @@ class LeastSquares(Cost):
         J = 0.0
         for output in self.outputs:
             col = self._column(system, output)
-            samples = self.reference(traj.t, output)
-            weight = self.sample_weights(samples, output)
+            samples, weight = self.compared(traj.t, output)
             r = samples.at(traj.outputs[output]) - samples.values
             wr = weight * r
             # an elementwise sum, not np.dot: a BLAS dot of >= 10 001 samples wakes OpenBLAS's

@@ -82,8 +82,7 @@ def residual_blocks(system, traj, cost, name: str = "experiment",
                 raise UnknownNameError(f"experiment {name!r}: the model has no output "
                                        f"{output!r}; its outputs are {names}")
             col = names.index(output)
-            samples = term.reference(traj.t, output)
-            w = term.sample_weights(samples, output)     # exactly those of the cost
+            samples, w = term.compared(traj.t, output)     # exactly those of the cost
             r = samples.at(traj.outputs[output]) - samples.values
             sens = None if sensitivities is None else samples.at(sensitivities[:, col, :])
             blocks.append(ResidualBlock(name, output, col, samples, w, r, sens))

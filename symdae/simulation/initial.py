@@ -188,9 +188,10 @@ def _start_vector(given, from_model, model, what: str) -> tuple[np.ndarray, np.n
     """(values, which came from the model) of q0 or v0: ``given`` None (the model's
     ``from_model``), an array of one value per coordinate, or ``{coordinate: value}`` keyed by
     name or by the coordinate itself (the others from the model)."""
-    n, names = model.n, model.coordinate_names
+    n = model.n
     if given is None:
         return from_model.copy(), np.ones(n, dtype=bool)
+    names = model.coordinate_names
     if isinstance(given, Mapping):
         x, mask = from_model.copy(), np.ones(n, dtype=bool)
         for key, val in given.items():
@@ -214,8 +215,8 @@ def _start_vector(given, from_model, model, what: str) -> tuple[np.ndarray, np.n
         if x.shape != (n,):
             raise ModelError(f"{what} has shape {x.shape}, expected ({n},) for coordinates "
                              f"{names}")
-    bad = np.flatnonzero(~np.isfinite(x))
-    if bad.size:
+    if not np.isfinite(x).all():
+        bad = np.flatnonzero(~np.isfinite(x))
         raise ModelError(f"{what} contains NaN or infinity: {names[bad[0]]} = {x[bad[0]]}")
     return x, mask
 
@@ -230,7 +231,6 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     the initialisation matrix is singular (with massless rows replaced by their derivative).
     """
     n, m = model.n, model.m
-    zero_n, zero_m = np.zeros(n), np.zeros(m)
     q_model0 = v_model0 = None
     if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
         q_model0, v_model0 = backend.model_start(t0, p, u0)
@@ -243,6 +243,7 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
                                 v_from_model=v_model, projected=False)
     if m and project:
         q = _project_q(backend, model, t0, q, v, p, u0, tol)
+    zero_n, zero_m = np.zeros(n), np.zeros(m)
     at = _At(backend, t0, q, v, zero_n, zero_m, p, u0)
     K0 = at("newton", c_m=1.0)["K"]
     massless = _massless_rows(K0, n)

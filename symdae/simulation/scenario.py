@@ -7,6 +7,7 @@ made, so that nothing downstream re-checks a time step or an iteration cap.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 import os
@@ -126,10 +127,20 @@ class Scenario:
         """N, the number of steps: the grid has N + 1 times t0, t0 + h, ..., t_end."""
         return int(round((self.t_end - self.t0) / self.h))
 
-    @property
+    @functools.cached_property
     def times(self) -> np.ndarray:
-        """The time grid t_i = t0 + i h, i = 0..N."""
-        return self.t0 + self.h * np.arange(self.n_steps + 1)
+        """The time grid t_i = t0 + i h, i = 0..N: one read-only array, which every run of
+        this scenario shares (its trajectories' ``t``), so that a cost can tell the grid it
+        compared on before by identity."""
+        t = self.t0 + self.h * np.arange(self.n_steps + 1)
+        t.setflags(write=False)
+        return t
+
+    def __getstate__(self):
+        # the cached grid stays behind: a pickle would bring it back writeable
+        state = dict(self.__dict__)
+        state.pop("times", None)
+        return state
 
     def grid(self, steps: int | None = None, i0: int = 0) -> Grid:
         """The sweep grid of ``steps`` steps (default: all) from step ``i0``, with this run's

@@ -122,7 +122,7 @@ def check_dphi(system, dPhi, t: np.ndarray) -> np.ndarray:
         raise InputError(f"dPhi has shape {dPhi.shape}, expected "
                          f"{(len(t), system.sizes.n_s)} (one row per time step, one "
                          "column per output)")
-    if not np.all(np.isfinite(dPhi)):
+    if not np.isfinite(dPhi).all():
         i, j = np.argwhere(~np.isfinite(dPhi))[0]
         raise InputError(f"dPhi (the cost's derivative) is {dPhi[i, j]} for output "
                          f"{system.model.output_names[j]!r} at t = {t[i]:.9g} (step {i})")

@@ -197,7 +197,7 @@ class System:
 
     def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
         """The states are finite (the sweep checks them); an output expression may not be."""
-        if S.size and not np.all(np.isfinite(S)):
+        if not np.isfinite(S).all():
             i, j = np.argwhere(~np.isfinite(S))[0]
             raise SimulationError(
                 f"output {self.model.output_names[j]!r} is {S[i, j]} at t = {t[i]:.9g} (step "

@@ -249,6 +249,42 @@ def test_match_refuses_non_grid_times(oscillator, traj):
         LeastSquares(data, ["a"], align="nearest").evaluate(oscillator, traj)
 
 
+def test_least_squares_keeps_the_comparison_of_a_grid(oscillator, traj):
+    """compared() works the data's samples and weights out once per grid: the same numbers
+    as worked out afresh, again for an equal grid, new ones for another grid or weight."""
+    rng = np.random.default_rng(3)
+    data = {"q": rng.normal(size=N + 1)}
+    cost = LeastSquares(data, ["q"], weights={"q": 2.0})
+    samples, w = cost.compared(traj.t, "q")
+    np.testing.assert_array_equal(w, 2.0 * left_weights(traj.t))
+    np.testing.assert_array_equal(samples.values, data["q"])
+    again = cost.compared(traj.t.copy(), "q")          # an equal grid, another array
+    assert again[0] is samples and again[1] is w
+    assert not w.flags.writeable and not samples.values.flags.writeable
+    half = traj.t[: N // 2 + 1]
+    with pytest.raises(DataError, match="shape"):      # another grid: worked out again
+        cost.compared(half, "q")
+    cost.weights["q"] = 3.0                            # another weight: new weights
+    np.testing.assert_array_equal(cost.compared(traj.t, "q")[1], 3.0 * left_weights(traj.t))
+    J, _ = cost.evaluate(oscillator, traj)
+    r = traj.outputs["q"] - data["q"]
+    assert J == pytest.approx(0.5 * np.sum(3.0 * left_weights(traj.t) * r * r), rel=1e-14)
+
+
+def test_least_squares_copies_array_data(oscillator, traj):
+    """The cost compares with the data as they were when it was made; pickling drops the
+    kept comparisons."""
+    import pickle
+    data = {"q": np.zeros(N + 1)}
+    cost = LeastSquares(data, ["q"])
+    J0, _ = cost.evaluate(oscillator, traj)
+    data["q"][:] = 1.0
+    assert cost.evaluate(oscillator, traj)[0] == J0
+    assert not cost.data["q"].flags.writeable
+    clone = pickle.loads(pickle.dumps(cost))
+    assert clone._compared == {} and clone.evaluate(oscillator, traj)[0] == J0
+
+
 # ---------------------------------------------------------------------------- output integral
 def test_output_integral_of_a_known_signal(oscillator, traj):
     t = traj.t

@@ -26,6 +26,15 @@ def test_grid():
     assert Scenario(t_end=2.0, h=0.5, t0=1.0).n_steps == 2
 
 
+def test_the_grid_is_one_read_only_array():
+    import pickle
+    sc = Scenario(t_end=1.0, h=0.25)
+    assert sc.times is sc.times and not sc.times.flags.writeable
+    back = pickle.loads(pickle.dumps(sc))
+    assert back == sc and not back.times.flags.writeable
+    np.testing.assert_array_equal(back.times, sc.times)
+
+
 @pytest.mark.parametrize("fields, message", [
     (dict(t_end=1.0, h=0.3), "not a whole multiple"),
     (dict(t_end=1.0, h=-0.1), "must be positive"),

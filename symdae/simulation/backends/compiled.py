@@ -53,17 +53,20 @@ def _vec(x, k: int, label: str, where: str) -> np.ndarray:
 def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) -> Restart:
     """The Restart that continues a run at ``row`` (step ``step`` of the grid)."""
     k = min(step, 2)
-    return Restart(np.hstack([A[row - k:row], L[row - k:row]]), np.array(noise, copy=True),
-                   np.array(order, copy=True))
+    return Restart(np.concatenate((A[row - k:row], L[row - k:row]), axis=1), noise.copy(),
+                   order.copy())
 
 
-def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool) -> np.ndarray:
+def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool,
+                 zeros: bool = True) -> np.ndarray:
     """The array of algorithmic accelerations w beside A (scheme.pxd): A itself for
     hht-paper, whose w is a; else a new one whose ``row`` holds x0's w (its a when x0 has no
-    w: the start of a run). Works for states (rows, n) and tangents (rows, nd, n)."""
+    w: the start of a run). Works for states (rows, n) and tangents (rows, nd, n). Without
+    ``zeros`` the other rows are left as they come (a sweep that writes every row after
+    ``row`` and reads none before it)."""
     if grid.scheme == "hht-paper":
         return A
-    W = pool.zeros(A.shape)
+    W = pool.zeros(A.shape) if zeros else pool.empty(A.shape)
     w0 = np.asarray(start_w(x0), dtype=float)
     W[row][..., :w0.shape[-1]] = w0
     return W
@@ -172,9 +175,9 @@ class CompiledBackend:
         pool = self.pool
         Q, V, A = (pool.empty((rows, sz.n)) for _ in range(3))
         L = pool.empty((rows, sz.m))
-        S = pool.zeros((rows, sz.n_s))
+        S = pool.empty((rows, sz.n_s))     # the sweep writes the outputs of every state
         Q[first], V[first], A[first], L[first] = x0[:4]
-        W = _algorithmic(A, grid, first, x0, pool)
+        W = _algorithmic(A, grid, first, x0, pool, zeros=False)
         order = np.zeros(2 * nm, dtype=np.intc)
         if restart is None:
             noise = np.zeros(2 * nm + 1)

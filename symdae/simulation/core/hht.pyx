@@ -17,7 +17,7 @@ else the derivative sweeps refactorise from the stored states: the same numbers 
 import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
-from libc.math cimport fabs, isfinite
+from libc.math cimport fabs, isfinite, NAN
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
@@ -46,6 +46,61 @@ ABI_VERSION = SYMDAE_ABI_VERSION
 DENSE_LU_MAX = SMALL_LU      # dense.pxd: the core's own LU up to this size, LAPACK above
 
 cdef double _EMPTY[1]   # the base of every zero-width array (never read)
+
+
+cdef struct StartWork:
+    double* K0       # the initialisation matrix, then its LU (N x N)
+    double* res      # residual at a = 0, lam = 0 (2n + m)
+    double* cdot     # C_q v + C_t (m)
+    double* acc      # the acceleration_constraint kernel's blocks
+    double* tau      # time terms, state terms
+    double* st
+    double* y        # (a0, lam0) (N)
+    double* zeros    # a = 0, lam = 0 (N)
+    int* piv
+
+
+cdef void carve_start(Arena* a, StartWork* w, const symdae_model* km) noexcept nogil:
+    cdef int N = km.n + km.m
+    w.K0 = take(a, N * N)
+    w.res = take(a, 2 * km.n + km.m)
+    w.cdot = take(a, km.m)
+    w.acc = take(a, km.kernel[SYMDAE_ACCELERATION_CONSTRAINT].out_size)
+    w.tau = take(a, km.n_tau)
+    w.st = take(a, km.n_st)
+    w.y = take(a, N)
+    w.zeros = take(a, N)
+    w.piv = take_int(a, N)
+
+
+cdef struct AdjointStartWork:
+    double* K0       # the initialisation matrix, then its LU (N x N)
+    double* jac      # the kernels' outputs it reads
+    double* pj
+    double* acc
+    double* ini
+    double* tau      # time terms, state terms
+    double* st
+    double* rb       # (r_d, r_c) (N)
+    double* qv       # (qbar, vbar) (2n)
+    double* grad     # dJ/dp (n_p)
+    int* piv
+
+
+cdef void carve_adjoint_start(Arena* a, AdjointStartWork* w,
+                              const symdae_model* km) noexcept nogil:
+    cdef int N = km.n + km.m
+    w.K0 = take(a, N * N)
+    w.jac = take(a, km.kernel[SYMDAE_JACOBIANS].out_size)
+    w.pj = take(a, km.kernel[SYMDAE_PARAM_JACOBIANS].out_size)
+    w.acc = take(a, km.kernel[SYMDAE_ACCELERATION_CONSTRAINT].out_size)
+    w.ini = take(a, km.kernel[SYMDAE_INITIAL_STATE_JACOBIAN].out_size)
+    w.tau = take(a, km.n_tau)
+    w.st = take(a, km.n_st)
+    w.rb = take(a, N)
+    w.qv = take(a, 2 * km.n)
+    w.grad = take(a, km.n_p)
+    w.piv = take_int(a, N)
 
 
 cdef inline void initialisation_matrix(const symdae_model* km, const symdae_args* x,
@@ -176,33 +231,39 @@ cdef class Kernels:
         names what failed. Arrays of the model's sizes (at least one element each)."""
         cdef int n = self.n, m = self.m, N = self.n + self.m, k, j, status
         cdef bint ok = True, row_zero
-        K0 = np.zeros(max(N * N, 1))
-        res = np.zeros(2 * n + m + 1)
-        cdot = np.zeros(m + 1)
-        acc = np.zeros(self.km.kernel[SYMDAE_ACCELERATION_CONSTRAINT].out_size + 1)
-        tau = np.full(self.n_tau + 1, np.nan)
-        y = np.zeros(N + 1)
-        piv = np.zeros(N + 1, dtype=np.intc)
-        zeros = np.zeros(N + 1)
-        st = np.zeros(self.n_st + 1)
-        cdef double[::1] Kv = K0, rv = res, cv = cdot, av = acc, tv = tau, yv = y, zv = zeros
-        cdef double[::1] sv = st
-        cdef int[::1] pv = piv
+        cdef StartWork sw
+        cdef Arena arena
+        # one block of memory for the scratch arrays (an allocation and a buffer each cost
+        # more than the kernels at a state of a small model)
+        memset(&arena, 0, sizeof(Arena))
+        carve_start(&arena, &sw, self.km)
+        mem = arena_allocate(&arena)
+        carve_start(&arena, &sw, self.km)
+        arena_check(&arena, mem)
+        cdef double* Kv = sw.K0
+        cdef double* rv = sw.res
+        cdef double* cv = sw.cdot
+        cdef double* av = sw.acc
+        cdef double* yv = sw.y
+        cdef double* zv = sw.zeros
+        cdef int* pv = sw.piv
+        for k in range(self.n_tau):
+            sw.tau[k] = NAN     # the time terms no kernel here reads stay NaN
         cdef symdae_args x
-        x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &zv[0], &zv[0], &p[0], &u[0]
+        x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], zv, zv, &p[0], &u[0]
         x.st = NULL
         with nogil:
-            time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
-            state_terms(self.km, &x, &sv[0])     # once, for every kernel at this state
-            call(self.km, SYMDAE_RESIDUAL, &x, NULL, &rv[0])        # at a = 0, lam = 0: g, C
+            time_terms_for(self.km, &x, sw.tau, TAU_FORWARD | TAU_SENSITIVITY)
+            state_terms(self.km, &x, sw.st)     # once, for every kernel at this state
+            call(self.km, SYMDAE_RESIDUAL, &x, NULL, rv)        # at a = 0, lam = 0: g, C
             for k in range(m):
                 ok = ok and fabs(rv[2 * n + k]) <= tol
             if ok and m > 0:
-                call(self.km, SYMDAE_CONSTRAINT_VELOCITY, &x, NULL, &cv[0])
+                call(self.km, SYMDAE_CONSTRAINT_VELOCITY, &x, NULL, cv)
                 for k in range(m):
                     ok = ok and fabs(cv[k]) <= tol
             if ok:
-                initialisation_matrix(self.km, &x, &Kv[0])
+                initialisation_matrix(self.km, &x, Kv)
                 for k in range(n):
                     row_zero = True
                     for j in range(N):
@@ -210,20 +271,27 @@ cdef class Kernels:
                     ok = ok and not row_zero
             if ok:
                 if m > 0:
-                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, &av[0])
+                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, av)
                 for k in range(n):
                     yv[k] = -rv[n + k]
                 for k in range(m):
                     yv[n + k] = -av[k]
-                status = lu_factor(&Kv[0], &pv[0], N)
+                status = lu_factor(Kv, pv, N)
                 ok = status == 0
             if ok:
-                lu_solve(&Kv[0], &pv[0], &yv[0], N)
+                lu_solve(Kv, pv, yv, N)
                 for k in range(N):
                     ok = ok and isfinite(yv[k])
         if not ok:
             return None
-        return y[:n].copy(), y[n:N].copy()
+        a0 = np.empty(n)
+        lam0 = np.empty(m)
+        cdef double[::1] a0v = a0, l0v = lam0
+        for k in range(n):
+            a0v[k] = yv[k]
+        for k in range(m):
+            l0v[k] = yv[n + k]
+        return a0, lam0
 
     def initial_adjoint(self, double t, const double[::1] q, const double[::1] v,
                         const double[::1] a, const double[::1] lam, const double[::1] p,
@@ -238,60 +306,68 @@ cdef class Kernels:
         q0_p, v0_p (initial_state_jacobian). None where the initialisation matrix is singular
         (the Python path then raises). Arrays of the model's sizes (at least one element)."""
         cdef int n = self.n, m = self.m, N = self.n + self.m, n_p = self.n_p, i, status = 0
-        K0 = np.zeros(max(N * N, 1))
-        jac = np.zeros(self.km.kernel[SYMDAE_JACOBIANS].out_size + 1)
-        pj = np.zeros(self.km.kernel[SYMDAE_PARAM_JACOBIANS].out_size + 1)
-        acc = np.zeros(self.km.kernel[SYMDAE_ACCELERATION_CONSTRAINT].out_size + 1)
-        ini = np.zeros(self.km.kernel[SYMDAE_INITIAL_STATE_JACOBIAN].out_size + 1)
-        tau = np.full(self.n_tau + 1, np.nan)
-        rb = np.zeros(N + 1)
-        qv = np.zeros(2 * n + 1)
-        grad = np.zeros(n_p + 1)
-        piv = np.zeros(N + 1, dtype=np.intc)
-        cdef double[::1] Kv = K0, jv = jac, pv = pj, av = acc, iv = ini, tv = tau
-        st = np.zeros(self.n_st + 1)
-        cdef double[::1] rv = rb, bv = qv, gv = grad, sv = st
-        cdef int[::1] pivv = piv
+        cdef AdjointStartWork sw
+        cdef Arena arena
+        memset(&arena, 0, sizeof(Arena))      # one block for the scratch (consistent_start)
+        carve_adjoint_start(&arena, &sw, self.km)
+        mem = arena_allocate(&arena)
+        carve_adjoint_start(&arena, &sw, self.km)
+        arena_check(&arena, mem)
+        cdef double* Kv = sw.K0
+        cdef double* jv = sw.jac
+        cdef double* pv = sw.pj
+        cdef double* av = sw.acc
+        cdef double* iv = sw.ini
+        cdef double* rv = sw.rb
+        cdef double* bv = sw.qv
+        cdef double* gv = sw.grad
+        cdef int* pivv = sw.piv
+        for i in range(self.n_tau):
+            sw.tau[i] = NAN     # the time terms no kernel here reads stay NaN
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
         x.st = NULL
         with nogil:
-            time_terms_for(self.km, &x, &tv[0], TAU_FORWARD | TAU_SENSITIVITY)
-            state_terms(self.km, &x, &sv[0])     # once, for every kernel at this state
-            initialisation_matrix(self.km, &x, &Kv[0])
-            status = lu_factor(&Kv[0], &pivv[0], N)
+            time_terms_for(self.km, &x, sw.tau, TAU_FORWARD | TAU_SENSITIVITY)
+            state_terms(self.km, &x, sw.st)     # once, for every kernel at this state
+            initialisation_matrix(self.km, &x, Kv)
+            status = lu_factor(Kv, pivv, N)
             if status == 0:
                 # rb = -K0^{-T} (abar, lbar) = (r_d, r_c)
                 for i in range(N):
                     rv[i] = xbar[2 * n + i]
-                lu_solve_t(&Kv[0], &pivv[0], &rv[0], N)
+                lu_solve_t(Kv, pivv, rv, N)
                 for i in range(N):
                     rv[i] = -rv[i]
-                call(self.km, SYMDAE_JACOBIANS, &x, NULL, &jv[0])
-                call(self.km, SYMDAE_PARAM_JACOBIANS, &x, NULL, &pv[0])
-                call(self.km, SYMDAE_INITIAL_STATE_JACOBIAN, &x, NULL, &iv[0])
+                call(self.km, SYMDAE_JACOBIANS, &x, NULL, jv)
+                call(self.km, SYMDAE_PARAM_JACOBIANS, &x, NULL, pv)
+                call(self.km, SYMDAE_INITIAL_STATE_JACOBIAN, &x, NULL, iv)
                 if m > 0:
-                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, &av[0])
+                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, av)
                 # grad = (PM + PG)^T r_d + Rc_p^T r_c
-                gemv_t(&pv[blocks[3]], n, n_p, &rv[0], &gv[0], 1.0)
-                gemv_t(&pv[blocks[4]], n, n_p, &rv[0], &gv[0], 1.0)
-                gemv_t(&av[blocks[7]], m, n_p, &rv[n], &gv[0], 1.0)
+                gemv_t(pv + blocks[3], n, n_p, rv, gv, 1.0)
+                gemv_t(pv + blocks[4], n, n_p, rv, gv, 1.0)
+                gemv_t(av + blocks[7], m, n_p, rv + n, gv, 1.0)
                 # (qb, vb) += ((JM + JG)^T r_d + Rc_q^T r_c, GV^T r_d + gamma_v^T r_c)
                 for i in range(2 * n):
                     bv[i] = xbar[i]
-                gemv_t(&jv[blocks[0]], n, n, &rv[0], &bv[0], 1.0)
-                gemv_t(&jv[blocks[1]], n, n, &rv[0], &bv[0], 1.0)
-                gemv_t(&av[blocks[5]], m, n, &rv[n], &bv[0], 1.0)
-                gemv_t(&jv[blocks[2]], n, n, &rv[0], &bv[n], 1.0)
-                gemv_t(&av[blocks[6]], m, n, &rv[n], &bv[n], 1.0)
+                gemv_t(jv + blocks[0], n, n, rv, bv, 1.0)
+                gemv_t(jv + blocks[1], n, n, rv, bv, 1.0)
+                gemv_t(av + blocks[5], m, n, rv + n, bv, 1.0)
+                gemv_t(jv + blocks[2], n, n, rv, bv + n, 1.0)
+                gemv_t(av + blocks[6], m, n, rv + n, bv + n, 1.0)
                 # grad += Q0p^T qb + V0p^T vb over the entries that come from the model
                 for i in range(2 * n):
                     bv[i] *= from_model[i]
-                gemv_t(&iv[blocks[8]], n, n_p, &bv[0], &gv[0], 1.0)
-                gemv_t(&iv[blocks[9]], n, n_p, &bv[n], &gv[0], 1.0)
+                gemv_t(iv + blocks[8], n, n_p, bv, gv, 1.0)
+                gemv_t(iv + blocks[9], n, n_p, bv + n, gv, 1.0)
         if status != 0:
             return None
-        return grad[:n_p].copy()
+        grad = np.empty(n_p)
+        cdef double[::1] gr = grad
+        for i in range(n_p):
+            gr[i] = gv[i]
+        return grad
 
     def tau_reads(self, int k):
         """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""
