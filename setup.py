@@ -15,6 +15,12 @@ CORE = "symdae/simulation/core"
 # -fopenmp-simd: honours the `omp simd` pragmas of vector_ops.h (no OpenMP runtime), which let
 # the Newton loop's max-norms run in vector lanes (see there).
 FLAGS = ["-O3", "-fvect-cost-model=cheap", "-fopenmp-simd", "-g0"]
+# Every module's header sets these too; given here they also reach the inline functions of
+# the .pxd files (a directive comment there is not read), whose divisions would otherwise test
+# for a zero divisor and raise ZeroDivisionError from nogil code (IEEE division is meant: a
+# zero pivot or round-off level is tested for where it matters).
+DIRECTIVES = {"language_level": 3, "boundscheck": False, "wraparound": False,
+              "cdivision": True, "initializedcheck": False, "nonecheck": False}
 extensions = [
     Extension("symdae.simulation.core.hht", [f"{CORE}/hht.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
@@ -27,6 +33,6 @@ setup(
     packages=find_packages(include=["symdae", "symdae.*"]) + ["symdae.models"],
     package_dir={"symdae.models": "models"},
     package_data={"symdae.simulation.core": ["*.pxd", "*.h"], "symdae.models": ["*.py"]},
-    ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
     zip_safe=False,
 )

@@ -7,8 +7,8 @@ machine's load, unlike timings; they are a proxy for time (the IPC differs betwe
 so read them next to bench_reference.py.
 
 What it does, all in a temporary folder (nothing is kept):
-1. copies the symdae package and builds its compiled core there with the core's flags plus
-   ``-g`` (debug information does not change the generated code), so that callgrind can put
+1. copies the symdae package and builds its compiled core there with its setup.py, ``-g``
+   in place of ``-g0`` (debug information does not change the generated code), so that callgrind can put
    the instructions of the inlined helpers (lu_factor, lu_solve, residual_noise, ...) on their
    lines in hht.pyx / dense.pxd (through the line comments Cython writes into the C file);
 2. runs, under ``valgrind --tool=callgrind``, the bare forward sweep (with and without stored
@@ -49,7 +49,8 @@ CHILD = textwrap.dedent('''
 
     model, ns = symdae.load_model("engine_mount")
     s = symdae.compile_model(model)
-    sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4))
+    # the scheme of the C reference, eq. (15), as in bench_reference.py
+    sc = symdae.Scenario.make(ns["SCENARIO"], q0=np.zeros(4), v0=np.zeros(4), scheme="hht-paper")
     data = s.simulate(sc).outputs["a1"].copy()
     cost = LeastSquares({"a1": data}, ["a1"])
     tr = s.simulate(sc, params=ns["START"], store_factorizations=True)
@@ -109,23 +110,19 @@ TOGGLE = {"forward": "__pyx_pw_*hht_*forward", "forward_store": "__pyx_pw_*hht_*
 
 
 def build_core(tmp: Path) -> Path:
-    """A copy of the package with its core built with debug information; returns the folder
-    to put on PYTHONPATH."""
+    """A copy of the package with its core built by its own setup.py (flags and directives)
+    plus ``-g``; returns the folder to put on PYTHONPATH."""
     pkg = tmp / "pkg"
     ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.c", "*.html")
     shutil.copytree(ROOT / "symdae", pkg / "symdae", ignore=ignore)
     shutil.copytree(ROOT / "models", pkg / "models", ignore=ignore)
-    setup = textwrap.dedent('''
-        from Cython.Build import cythonize
-        from setuptools import Extension, setup
-        core = Extension("symdae.simulation.core.hht", ["symdae/simulation/core/hht.pyx"],
-                         include_dirs=["symdae/simulation/core"], extra_compile_args=["-O3", "-fvect-cost-model=cheap", "-fopenmp-simd", "-g"])
-        setup(script_args=["build_ext", "--inplace", "-q"], packages=["symdae", "symdae.simulation.core"],
-              ext_modules=cythonize([core], compiler_directives={"language_level": 3},
-                                    quiet=True))
-    ''')
-    proc = subprocess.run([sys.executable, "-c", setup], cwd=pkg, capture_output=True,
-                          text=True, check=False)
+    # the same setup.py with -g for -g0: debug information does not change the generated code
+    text = (ROOT / "setup.py").read_text()
+    if '"-g0"' not in text:
+        raise RuntimeError("setup.py no longer passes -g0: update profile_sweeps.build_core")
+    (pkg / "setup.py").write_text(text.replace('"-g0"', '"-g"'))
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                          cwd=pkg, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"building the debug core failed:\n{proc.stdout}{proc.stderr}")
     return pkg

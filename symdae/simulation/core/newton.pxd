@@ -378,9 +378,13 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
                 have_noise = False
                 status = NEWTON_FAILED
                 continue
-        for k in range(nm):
-            w.y[k] += w.dy[k]
-            w.ys[2 * nm + k] = w.dy[k]
+        if km.jumps:    # the correction is kept for the switch search (and its test above)
+            for k in range(nm):
+                w.y[k] += w.dy[k]
+                w.ys[2 * nm + k] = w.dy[k]
+        else:
+            for k in range(nm):
+                w.y[k] += w.dy[k]
         norm_prev = norm
     out.noise_ratio = noise_ratio(w, nm)     # at the last residual (or switch_search's)
     return status

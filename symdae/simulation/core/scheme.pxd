@@ -116,6 +116,8 @@ cdef inline void recursion(const Scheme* c, const double* a1, const double* a0, 
     """w_{i+1} = ry a_{i+1} + rp a_i (w1 may be a1: hht-paper's w is a)."""
     cdef int k
     cdef double ry = c.ry, rp = c.rp
+    if w1 == a1 and ry == 1.0 and rp == 0.0:
+        return      # w is a itself (hht-paper): a_{i+1} = 1 a_{i+1} + 0 a_i, a_i finite
     for k in range(n):
         w1[k] = ry * a1[k] + rp * a0[k]
 

@@ -212,8 +212,15 @@ static inline double sd_correction_norm(double rtol, double ff, double tiny,
     amax *= tiny;
     lmax *= tiny;
     norm = 0.0;
-    for (int k = 0; k < n + m; k++) {
-        wk = k < n ? rtol * fabs(y[k]) + ff * fq[k] + amax : rtol * fabs(y[k]) + lmax;
+    /* one loop per block: a test of k < n in each entry costs more than the loop */
+    for (int k = 0; k < n; k++) {
+        wk = rtol * fabs(y[k]) + ff * fq[k] + amax;
+        wk = wk > 0.0 ? fabs(dy[k]) / wk : (dy[k] == 0.0 ? 0.0 : INFINITY);
+        norm = wk > norm ? wk : norm;
+        nan |= wk != wk;
+    }
+    for (int k = n; k < n + m; k++) {
+        wk = rtol * fabs(y[k]) + lmax;
         wk = wk > 0.0 ? fabs(dy[k]) / wk : (dy[k] == 0.0 ? 0.0 : INFINITY);
         norm = wk > norm ? wk : norm;
         nan |= wk != wk;
