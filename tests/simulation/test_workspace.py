@@ -109,3 +109,26 @@ def test_repeated_runs_reuse_the_pool(engine_mount):
     again = system.simulate(sc, params=ns["START"])
     assert id(again.q.base) == owner             # the released arrays came back
     assert np.array_equal(again.q, q_ref) and np.array_equal(again.lam, lam_ref)
+
+
+def test_an_identically_zero_output_reads_zero_from_a_reused_array(tmp_path):
+    """The outputs kernel never writes an output that is identically 0: a run on an array
+    that an earlier run left NaN in must still read 0 there (the sweep's outputs start
+    zeroed)."""
+    import sympy as sp
+    from sympy.physics.mechanics import dynamicsymbols
+    x = dynamicsymbols("x")
+    k = sp.Symbol("k")
+    model = symdae.Model("workspace_zero_output", [x], mass_matrix=[[1]], forces=[-k * x],
+                         parameters={k: 4.0}, initial_state={x: 1.0},
+                         outputs={"x": x, "nothing": sp.Integer(0)})
+    system = symdae.compile_model(model, cache_dir=tmp_path)
+    first = system.simulate(t_end=0.2, h=0.01)
+    owner = id(first.outputs["x"].base)
+    for name in first.outputs:               # views of the run's output array
+        first.outputs[name][:] = np.nan
+    del first
+    again = system.simulate(t_end=0.2, h=0.01)
+    assert id(again.outputs["x"].base) == owner        # the same array, reused
+    assert np.array_equal(again.outputs["nothing"], np.zeros(21))
+    assert np.all(np.isfinite(again.outputs["x"]))

@@ -175,7 +175,9 @@ class CompiledBackend:
         pool = self.pool
         Q, V, A = (pool.empty((rows, sz.n)) for _ in range(3))
         L = pool.empty((rows, sz.m))
-        S = pool.empty((rows, sz.n_s))     # the sweep writes the outputs of every state
+        # zeroed: the outputs kernel writes every row but never its structural zeros (an
+        # output that is identically 0), symdae_kernels.h
+        S = pool.zeros((rows, sz.n_s))
         Q[first], V[first], A[first], L[first] = x0[:4]
         W = _algorithmic(A, grid, first, x0, pool, zeros=False)
         order = np.zeros(2 * nm, dtype=np.intc)

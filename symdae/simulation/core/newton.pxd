@@ -55,7 +55,7 @@
 # makes the switch undetermined by its jump. Such a step ends exactly on a switch. A search
 # that finds no switching point hands the step back to Newton (once per step).
 from libc.math cimport fabs, isfinite, INFINITY, NAN
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_RESIDUAL, SYMDAE_NEWTON,
                                      SYMDAE_RESIDUAL_MAGNITUDE)
@@ -152,7 +152,8 @@ cdef inline void residual_noise(const symdae_model* km, const symdae_args* x, co
     cdef int e, idx, n = km.n, m = km.m, nm = km.n + km.m
     sd_corrector_sizes(c.s, c.gh, x.a, w.qsb, w.vsb, w.sz, w.sz + n, n)
     w.sz[2 * n] = switches      # 1: a switch at round-off counts its jump (switch_search)
-    memset(w.mag, 0, (2 * n + m) * sizeof(double))
+    # w.mag was zeroed when it was made: the kernel assigns the same entries every time and
+    # never writes its structural zeros (symdae_kernels.h)
     call(km, SYMDAE_RESIDUAL_MAGNITUDE, x, w.sz, w.mag)
     sd_noise_rows(c.cM, 1.0 + fabs(c.ap), c.s, w.mag, w.sz, x.lam, w.nu, w.fq, n, m)
     for e in range(lu.nn):
