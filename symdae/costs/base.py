@@ -20,6 +20,11 @@ class Cost:
         sample ``(N+1, n_s)``: the adjoint sweep's source term."""
         raise NotImplementedError
 
+    def value(self, system, traj) -> float:
+        """J alone (an evaluation without gradient): :meth:`evaluate`'s J, the same number.
+        A cost that can leave out dJ/dS, an array of the trajectory's size, overrides this."""
+        return self.evaluate(system, traj)[0]
+
     def memory(self, sizes, scenario) -> tuple[int, int]:
         """(bytes per grid point, bytes in all) of the arrays one evaluation on ``scenario``
         allocates beside the trajectory: dJ/dS here; costs that build more say so."""
@@ -63,5 +68,12 @@ class CostSum(Cost):
             J += j
             dS += d
         return J, dS
+
+    def value(self, system, traj) -> float:
+        """The sum of the terms' costs (each term's :meth:`~Cost.value`)."""
+        J = 0.0
+        for c in self.costs:
+            J += c.value(system, traj)
+        return J
 
 

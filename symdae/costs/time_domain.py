@@ -131,20 +131,31 @@ class LeastSquares(Cost):
         """dJ/dS, and for the output being compared its weights, model samples and residual."""
         return 8 * (sizes.n_s + 3), 0
 
-    def evaluate(self, system, traj):
-        """J of eq. (4) over the data's samples and its derivative dJ/dS ``(N+1, n_s)``."""
-        dS = np.zeros((len(traj.t), system.sizes.n_s))
-        J = 0.0
+    def _residuals(self, system, traj):
+        """(output column, samples, w eta r, r) of each fitted output, r the residual."""
         for output in self.outputs:
             col = self._column(system, output)
             samples, weight = self.compared(traj.t, output)
             r = samples.at(traj.outputs[output]) - samples.values
-            wr = weight * r
+            yield col, samples, weight * r, r
+
+    def evaluate(self, system, traj):
+        """J of eq. (4) over the data's samples and its derivative dJ/dS ``(N+1, n_s)``."""
+        dS = np.zeros((len(traj.t), system.sizes.n_s))
+        J = 0.0
+        for col, samples, wr, r in self._residuals(system, traj):
             # an elementwise sum, not np.dot: a BLAS dot of >= 10 001 samples wakes OpenBLAS's
             # thread pool, which costs more than the sum (symdae/threads.py)
             J += 0.5 * float(np.sum(wr * r))
             samples.scatter(wr, dS[:, col])
         return J, dS
+
+    def value(self, system, traj) -> float:
+        """J of eq. (4), the same number as :meth:`evaluate`'s, without dJ/dS."""
+        J = 0.0
+        for _, _, wr, r in self._residuals(system, traj):
+            J += 0.5 * float(np.sum(wr * r))
+        return J
 
 
 class OutputIntegral(Cost):

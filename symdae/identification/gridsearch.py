@@ -138,6 +138,9 @@ class _ScaledCost(Cost):
         J, dS = self.cost.evaluate(system, traj)
         return self.factor * J, self.factor * dS
 
+    def value(self, system, traj) -> float:
+        return self.factor * self.cost.value(system, traj)
+
 
 def refine(experiment: Experiment, name: str, start: float, lower: float, upper: float,
            method: str = "L-BFGS-B", progress=False, normalise: bool = True,

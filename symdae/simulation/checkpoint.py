@@ -203,8 +203,10 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
         store = gradient and stores_factorizations(sz, sc.n_steps, mplan.budget)
         traj = system.simulate(sc, params=params, store_factorizations=store,
                                keep_time_terms=gradient)
+        if not gradient:    # J alone: no dJ/dS, an array of the trajectory's size
+            return GradientRun(float(cost.value(system, traj)), None, traj, mplan, 0)
         J, dS = cost.evaluate(system, traj)
-        grad = adjoint_gradient(system, traj, dS) if gradient else None
+        grad = adjoint_gradient(system, traj, dS)
         return GradientRun(float(J), grad, traj, mplan, 0)
     p = system.parameter_vector(params)
     t = sc.times
@@ -227,9 +229,9 @@ def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = T
                                                                     p.tolist())),
                       scenario=sc, coordinate_names=system.model.coordinate_names,
                       multiplier_names=system.model.multiplier_names)
-    J, dS = cost.evaluate(system, traj)
     if not gradient:
-        return GradientRun(float(J), None, traj, mplan, 0)
+        return GradientRun(float(cost.value(system, traj)), None, traj, mplan, 0)
+    J, dS = cost.evaluate(system, traj)
     dS = check_dphi(system, dS, t)
     carry, recomputed = None, 0
     bounds = [ck.step for ck in checkpoints[1:]] + [sc.n_steps]

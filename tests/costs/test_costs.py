@@ -285,6 +285,23 @@ def test_least_squares_copies_array_data(oscillator, traj):
     assert clone._compared == {} and clone.evaluate(oscillator, traj)[0] == J0
 
 
+def test_value_is_the_cost_without_its_derivative(oscillator, traj):
+    """Cost.value (what an evaluation without gradient computes) is evaluate's J, bit for bit:
+    least squares on the grid and on a Measurement, a sum of costs, and a cost that only has
+    evaluate (the base class's value)."""
+    rng = np.random.default_rng(5)
+    on_grid = LeastSquares({"q": rng.normal(size=N + 1), "a": rng.normal(size=N + 1)},
+                           weights={"q": 3.0})
+    t_data = np.linspace(0.01, T_END - 0.01, 37)
+    measured = LeastSquares(Measurement.from_arrays(t_data, v=rng.normal(size=37)), ["v"])
+    integral = OutputIntegral("q", 2.0)
+    for cost in (on_grid, measured, integral, on_grid + measured + integral):
+        assert cost.value(oscillator, traj) == cost.evaluate(oscillator, traj)[0]
+    exp = symdae.Experiment(oscillator, on_grid + measured, traj.scenario,
+                            params=traj.params)
+    assert exp.evaluate().cost == exp.evaluate(gradient=True).cost
+
+
 # ---------------------------------------------------------------------------- output integral
 def test_output_integral_of_a_known_signal(oscillator, traj):
     t = traj.t
