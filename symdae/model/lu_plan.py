@@ -8,7 +8,8 @@ code for one pair of orders; the core uses it whenever a run's orders are those 
 them at a run's first factorisation and keeps them where that factorisation passes its
 pivot check), and falls back to its own analysis otherwise. The code performs the core's
 ``refactor``, ``solve`` and ``solve_t`` operation for operation on the same storage (B: the
-factors of K permuted, L unit lower below the diagonal, U on and above), so a factorisation
+factors of K permuted, L unit lower below the diagonal, U above it and the reciprocals of
+its pivots on it), so a factorisation
 is the same numbers whichever code made it, and the two codes can be mixed in one run.
 
 The order: symmetric (rows as columns), by minimum degree on the structure of K + K^T, among
@@ -143,14 +144,15 @@ def lu_lines(plan: LUPlan) -> list:
         lower, upper = plan.lower[k], plan.upper[k]
         if not lower:
             # nothing below it: the check's column maximum is 0
-            c += [f"    if ({b(k, k)} == 0.0) return {k + 1};"]
+            c += [f"    if ({b(k, k)} == 0.0) return {k + 1};",
+                  f"    {b(k, k)} = 1.0 / {b(k, k)};"]
             continue
         c += [f"    piv = {b(k, k)}; cmax = 0.0;"]
         # Cython's max(cmax, x) in the core's loop: x where x > cmax
         c += [f"    if (fabs({b(i, k)}) > cmax) cmax = fabs({b(i, k)});" for i in lower]
         c += [f"    if (piv == 0.0) return cmax > 0.0 ? SYMDAE_LU_UNSTABLE : {k + 1};",
               "    if (fabs(piv) < tol * cmax) return SYMDAE_LU_UNSTABLE;",
-              "    inv = 1.0 / piv;"]
+              f"    inv = 1.0 / piv; {b(k, k)} = inv;"]
         for i in lower:
             c += [f"    l = {b(i, k)} * inv; {b(i, k)} = l;"]
             c += [f"    {b(i, j)} -= l * {b(k, j)};" for j in upper]
@@ -166,13 +168,13 @@ def lu_lines(plan: LUPlan) -> list:
     for k in range(N - 1, -1, -1):
         c += [f"    s = x{k};"]
         c += [f"    s -= {b(k, j)} * x{j};" for j in plan.upper[k]]
-        c += [f"    x{k} = s / {b(k, k)};"]
+        c += [f"    x{k} = s * {b(k, k)};"]
     c += [f"    b[{order[k]}] = x{k};" for k in range(N)]
     c += ["}", "", "static void written_lu_solve_t(const double *B, double *b) {",
           f"    double s, {xs};"]
     c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
     for k in range(N):
-        c += [f"    s = x{k} / {b(k, k)}; x{k} = s;"]
+        c += [f"    s = x{k} * {b(k, k)}; x{k} = s;"]
         if plan.upper[k]:
             c += ["    if (s != 0.0) {"]
             c += [f"        x{j} -= {b(k, j)} * s;" for j in plan.upper[k]]

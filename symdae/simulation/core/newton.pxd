@@ -339,11 +339,15 @@ cdef inline int newton_step(const symdae_model* km, symdae_args* x, const Scheme
         norm = correction_norm(w, c, rtol, n, nm)
         if norm <= 1.0:
             return OK
-        # theta^k by multiplication (Cython's ** calls libm's pow)
-        rate = norm / norm_prev
-        power = rate
-        for k in range(km.refresh_horizon - 1):
-            power *= rate
+        # theta^k by multiplication (Cython's ** calls libm's pow), only where it is read: the
+        # first correction of a step (most steps' only one) has no rate, and the division
+        # waits on the correction norm's
+        power = 0.0
+        if j > 0 and norm < norm_prev:
+            rate = norm / norm_prev
+            power = rate
+            for k in range(km.refresh_horizon - 1):
+                power *= rate
         if j > 0 and (norm >= norm_prev or norm * power > 1.0):
             # simplified Newton cannot reach the tolerance soon: full Newton from here on
             out.pivot = factor_into(km, x, c.kw, lu, w.K, w.LUr, w.pr)

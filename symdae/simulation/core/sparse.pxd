@@ -15,15 +15,17 @@
 #   dense.pxd (a deterministic function of K, so the forward, tangent and adjoint sweeps make
 #   the same choice at the same step and their factorisations agree bit for bit).
 #
-# B, the factors, is stored densely (n+m)^2 (unit lower L below the diagonal, U on and above),
-# so a stored factorisation is one matrix per step as before; piv has n+m+1 entries, the last
-# one saying which kind it is.
+# B, the factors, is stored densely (n+m)^2 (unit lower L below the diagonal, U above it and
+# the reciprocals of U's pivots on it), so a stored factorisation is one matrix per step as
+# before; piv has n+m+1 entries, the last one saying which kind it is. The solves multiply by
+# the stored reciprocal where they would divide by the pivot: a division's latency is four
+# times a multiplication's, and a triangular solve's divisions wait on each other (the
+# written-out solve on the engine mount spent three quarters of its time in them).
 #
 # A kernel module may carry refactor, solve and solve_t written out for one pair of orders
 # (symdae/model/lu_plan.py: the same operations with constant indices). Where a run's orders
 # are those (factors.pxd proposes them at the first factorisation), the SparseLU holds that
 # code (mfactor, msolve, msolve_t) and factorize/apply call it instead of the loops below.
-cimport cython
 from libc.math cimport fabs
 from libc.string cimport memcpy, memset
 
@@ -245,9 +247,9 @@ cdef inline int pivot_rows(SparseLU* a, const double* K, double* B) noexcept nog
 
 
 cdef inline int refactor(const SparseLU* a, const double* K, double* B) noexcept nogil:
-    """LU of K with the analysis' orders into B. Returns 0, UNSTABLE (a pivot below TAU times
-    its column: the caller falls back to dense LU), -1 (NaN or infinity) or k + 1 (a zero
-    pivot)."""
+    """LU of K with the analysis' orders into B (the pivots' reciprocals on its diagonal).
+    Returns 0, UNSTABLE (a pivot below TAU times its column: the caller falls back to dense
+    LU), -1 (NaN or infinity) or k + 1 (a zero pivot)."""
     cdef int i, k, e, N = a.N, row, col
     cdef double piv, inv, l, cmax, v
     cdef const int* L
@@ -274,6 +276,7 @@ cdef inline int refactor(const SparseLU* a, const double* K, double* B) noexcept
         if fabs(piv) < pivot_tolerance() * cmax:
             return UNSTABLE
         inv = 1.0 / piv
+        B[k * N + k] = inv      # the solves multiply by it (see the top of this file)
         for i in range(nl):
             row = L[i] * N
             l = B[row + k] * inv
@@ -301,7 +304,7 @@ cdef inline void solve(const SparseLU* a, const double* B, double* b) noexcept n
         s = x[k]
         for e in range(a.uptr[k], a.uptr[k + 1]):
             s -= B[k * N + a.uidx[e]] * x[a.uidx[e]]
-        x[k] = s / B[k * N + k]
+        x[k] = s * B[k * N + k]
     for k in range(N):
         b[a.pc[k]] = x[k]
 
@@ -314,7 +317,7 @@ cdef inline void solve_t(const SparseLU* a, const double* B, double* b) noexcept
     for k in range(N):
         x[k] = b[a.pc[k]]
     for k in range(N):               # U^T z = x
-        s = x[k] / B[k * N + k]
+        s = x[k] * B[k * N + k]
         x[k] = s
         if s != 0.0:
             for e in range(a.uptr[k], a.uptr[k + 1]):
@@ -382,7 +385,6 @@ cdef inline void apply_t(const SparseLU* a, const double* B, const int* piv,
         lu_solve_t(B, piv, b, a.N)
 
 
-@cython.cdivision(True)        # the pivots are nonzero: no division check in the loops
 cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, double* b,
                             int nd, double* x) noexcept nogil:
     """b <- K^{-1} b for nd right-hand sides stored by row (entry k of right-hand side d at
@@ -391,7 +393,7 @@ cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, 
     solve is in use (one right-hand side at a time: that straight-line code beats the loops
     below even for several, the engine mount's four directions 1 100 -> 270 instructions per
     step), else those of the loops below, whose loops over the right-hand sides are innermost
-    (apply()'s, but for a multiplication by the pivot's reciprocal where apply() divides)."""
+    (apply()'s operations in another order: the same numbers)."""
     cdef int i, k, e, d, N = a.N, j
     cdef double l
     if piv[N] != SPARSE or a.msolve != NULL:
@@ -419,7 +421,7 @@ cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, 
             l = B[k * N + j]
             for d in range(nd):
                 x[k * nd + d] -= l * x[j * nd + d]
-        l = 1.0 / B[k * N + k]
+        l = B[k * N + k]            # the pivot's reciprocal
         for d in range(nd):
             x[k * nd + d] *= l
     for k in range(N):

@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 13
+#define SYMDAE_ABI_VERSION 14
 
 typedef struct {
     double t;
@@ -72,7 +72,8 @@ typedef struct {
 
 /* The Newton matrix's LU written out for one pivot order (symdae/model/lu_plan.py): the
  * core's sparse refactor, solve and solve_t (sparse.pxd) for that order, operation for
- * operation on the same storage of the factors B (N x N, N = n + m). lu_factor(K, B, tol)
+ * operation on the same storage of the factors B (N x N, N = n + m: L below the diagonal, U
+ * above it, the reciprocals of U's pivots on it). lu_factor(K, B, tol)
  * returns 0, -1 (an entry of K is not finite), SYMDAE_LU_UNSTABLE (a pivot below tol times
  * the largest entry of its column) or k + 1 (pivot k is zero, and so is its column). */
 #define SYMDAE_LU_UNSTABLE (-2)
