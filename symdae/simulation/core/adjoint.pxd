@@ -31,7 +31,9 @@ cdef struct AdjointWork:
     double* mu       # (nm) solve of K^T, then r
     double* rd_next  # r_d of the step after the current one (n)
     double* hat      # [qhat_bar, vhat_bar, unused, scratch]: x-shaped (3n + m)
-    double* wv       # weights of the vjp kernels (3n + m)
+    double* wv       # weights of the vjp kernels at x_{i+1} (3n + m; its last n stay zero)
+    double* wo       # ... at x_i, (0, -ap r_d, 0, -ap r_d) (3n + m; zeroed when made: its
+                     # first and third blocks stay zero)
 
 
 cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
@@ -40,7 +42,8 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
                             double* wb, double* r) noexcept nogil:
     """The state part of a backward step: (xb, wb), the adjoint of x_{i+1} in (x1), becomes
     that of x_i (less its output source) (x0); r (n + m) receives the multiplier (r_d, r_c) of
-    step i -> i+1's residual rows. Uses w.hat and w.wv."""
+    step i -> i+1's residual rows. Uses w.hat, w.wv and w.wo, and leaves in w.wv the weights
+    (cM r_d, r_d, r_c / s, 0) of x_{i+1} as the new state."""
     cdef int n = km.n, m = km.m, nm = km.n + km.m, k
     cdef double* qb = xb
     cdef double* vb = xb + n
@@ -60,7 +63,6 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
         vh[k] = vb[k]
         w.wv[k] = c.cM * r[k]
         w.wv[n + k] = r[k]
-        w.wv[2 * n + m + k] = 0.0
     for k in range(m):
         r[n + k] = -r[n + k]
         w.wv[2 * n + k] = r[n + k] / c.s
@@ -69,12 +71,9 @@ cdef inline void state_step(const symdae_model* km, const symdae_args* x1,
     memset(xb, 0, (3 * n + m) * sizeof(double))
     if c.ap != 0.0:
         for k in range(n):
-            w.wv[k] = 0.0
-            w.wv[n + k] = -c.ap * r[k]
-            w.wv[2 * n + m + k] = -c.ap * r[k]
-        for k in range(m):
-            w.wv[2 * n + k] = 0.0
-        call(km, SYMDAE_STATE_VJP, x0, w.wv, xb)
+            w.wo[n + k] = -c.ap * r[k]
+            w.wo[2 * n + m + k] = -c.ap * r[k]
+        call(km, SYMDAE_STATE_VJP, x0, w.wo, xb)
     sd_predictor_adjoint(c.h, c.ca, c.cq, c.cv1, c.cvq, c.rp, qh, vh, qb, vb, ab, wb, n)
 
 
@@ -98,12 +97,14 @@ cdef inline void adjoint_step(const symdae_model* km, const symdae_args* x1,
                               double* wb, double* gacc) noexcept nogil:
     """(xb, wb): adjoint of x_{i+1} in, of x_i (less its output source) out; gacc += the
     step's parameter adjoint."""
+    cdef int k
     state_step(km, x1, x0, c, w, lu, LU, piv, xb, wb, w.mu)       # mu is now r = (r_d, r_c)
     if km.n_p > 0:
+        # w.wv holds state_step's weights of x_{i+1}, (cM r_d, r_d, r_c / s): step_weights'
+        # numbers but for the middle block's -ap rd_next (none in hht-ga, or at alpha = 0)
         if c.ap != 0.0:
-            step_weights(km, c, w.mu, w.rd_next, w.wv)
-        # else (hht-ga, or hht-paper at alpha = 0) w.wv still holds state_step's weights of
-        # x_{i+1}, (cM r_d, r_d, r_c / s): step_weights' numbers
+            for k in range(km.n):
+                w.wv[km.n + k] = w.mu[k] - c.ap * w.rd_next[k]
         call(km, SYMDAE_PARAM_VJP, x1, w.wv, gacc)
     memcpy(w.rd_next, w.mu, km.n * sizeof(double))
 

@@ -147,6 +147,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     rdp_a = np.zeros(n + 1)
     hat_a = np.zeros(nx + 1)
     wv_a = np.zeros(nx + 1)
+    wo_a = np.zeros(nx + 1)     # zeroed, as AdjointWork needs
     wh_a = np.zeros(nwh + 1)
     hout_a = np.zeros(nx + nu + 1)
     wi_a = np.zeros(nwi + 1)
@@ -158,6 +159,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     pw_a = np.zeros(nm + 2, dtype=np.intc)
     cdef double[::1] xbr = xbr_a, rr = rr_a, rdr = rdr_a, xbp = xbp_a, rp = rp_a
     cdef double[::1] rdp = rdp_a, hat = hat_a, wv = wv_a, wh = wh_a, hout = hout_a, wi = wi_a
+    cdef double[::1] wo = wo_a
     cdef double[::1] scr = scr_a, taub = tau_a, Kb = K_a, LUwb = LUw_a, stb = st_a
     cdef double[::1] wbr = wbr_a, wbp = wbp_a
     cdef int[::1] pwb = pw_a
@@ -181,6 +183,7 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
     arena_check(&arena, keep)
     w.hat = &hat[0]
     w.wv = &wv[0]
+    w.wo = &wo[0]
     tau[0] = &taub[0]
     tau[1] = &taub[n_tau + 1]
     st[0] = &stb[0]

@@ -876,6 +876,7 @@ cdef void carve_adjoint(Arena* a, AdjointWork* w, double** xb, double** gacc, do
     w.rd_next = take(a, n)
     w.hat = take(a, 3 * n + m)
     w.wv = take(a, 3 * n + m)
+    w.wo = take(a, 3 * n + m)     # zeroed by arena_allocate, as AdjointWork needs
     tau[0] = take(a, n_tau)       # time terms at x_i and x_{i+1}
     tau[1] = take(a, n_tau)
     st[0] = take(a, n_st)         # state terms there
