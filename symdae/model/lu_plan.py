@@ -131,6 +131,8 @@ def lu_lines(plan: LUPlan) -> list:
         return f"B[{i * N + j}]"
 
     inK = set(plan.nonzeros)
+    # a subnormal pivot's reciprocal overflows: the core's dense LU divides by it instead
+    overflow = "    if (fabs(inv) == HUGE_VAL) return SYMDAE_LU_UNSTABLE;"
     c = [f"/* the Newton matrix's LU for the pivot order {list(order)} ({plan.updates} "
          "updates; symdae/model/lu_plan.py) */",
          "static int written_lu_factor(const double *K, double *B, double tol) {",
@@ -145,14 +147,14 @@ def lu_lines(plan: LUPlan) -> list:
         if not lower:
             # nothing below it: the check's column maximum is 0
             c += [f"    if ({b(k, k)} == 0.0) return {k + 1};",
-                  f"    {b(k, k)} = 1.0 / {b(k, k)};"]
+                  f"    inv = 1.0 / {b(k, k)};", overflow, f"    {b(k, k)} = inv;"]
             continue
         c += [f"    piv = {b(k, k)}; cmax = 0.0;"]
         # Cython's max(cmax, x) in the core's loop: x where x > cmax
         c += [f"    if (fabs({b(i, k)}) > cmax) cmax = fabs({b(i, k)});" for i in lower]
         c += [f"    if (piv == 0.0) return cmax > 0.0 ? SYMDAE_LU_UNSTABLE : {k + 1};",
               "    if (fabs(piv) < tol * cmax) return SYMDAE_LU_UNSTABLE;",
-              f"    inv = 1.0 / piv; {b(k, k)} = inv;"]
+              "    inv = 1.0 / piv;", overflow, f"    {b(k, k)} = inv;"]
         for i in lower:
             c += [f"    l = {b(i, k)} * inv; {b(i, k)} = l;"]
             c += [f"    {b(i, j)} -= l * {b(k, j)};" for j in upper]

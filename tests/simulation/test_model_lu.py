@@ -161,6 +161,42 @@ def test_an_order_that_fails_the_pivot_check_falls_back_to_the_core_analysis():
     assert np.abs(a.q[:, 0] - 0.1 * np.cos(w * a.t)).max() < 2e-3 * 0.1
 
 
+def subnormal_oscillator():
+    """m x'' = -k x with m = k = 1e-310: a 1 x 1 Newton matrix of about 1e-310, subnormal,
+    whose reciprocal overflows to infinity."""
+    x = dynamicsymbols("x")
+    m, k = sp.symbols("m k")
+    return symdae.Model("subnormal_oscillator", [x], mass_matrix=sp.Matrix([[m]]),
+                        forces=[-k * x], parameters={m: 1e-310, k: 1e-310},
+                        initial_state={x: 1.0}, outputs={"x": x})
+
+
+def test_a_pivot_whose_reciprocal_overflows_is_left_to_the_dense_lu():
+    """The factors hold the pivots' reciprocals; a subnormal pivot's is infinite, and a solve
+    multiplying by it would give inf or NaN where dividing by the pivot gives the solution. Both
+    the written-out code and the core's loops refuse such a pivot, and the dense LU (which
+    divides) solves."""
+    system = symdae.compile_model(subnormal_oscillator())
+    k = system.backend.kernels
+    assert k.lu_order() is not None
+    st = (0.1, np.array([0.5]), np.array([-0.2]), np.array([0.3]), np.zeros(1),
+          system.parameter_vector(), np.zeros(1))
+    kw = hht_weights(-0.1, 1e-2)
+    try:
+        for written in (True, False):
+            k.model_lu = written
+            x, xt = np.array([3e-310]), np.array([-2e-310])
+            K, B, piv, order, status, used = k.newton_lu(*st, kw, x, xt)
+            assert status == 0 and not used
+            # subnormal, and below 1 / DBL_MAX: its reciprocal overflows
+            assert 0.0 < abs(K[0, 0]) < 1.0 / np.finfo(float).max, K
+            assert np.all(np.isfinite(x)) and np.all(np.isfinite(xt)), (written, x, xt)
+            assert x[0] == pytest.approx(3e-310 / K[0, 0], rel=1e-12)
+            assert xt[0] == pytest.approx(-2e-310 / K[0, 0], rel=1e-12)
+    finally:
+        k.model_lu = True
+
+
 def test_newton_lu_names_an_array_of_the_wrong_size_and_a_bad_order():
     model, ns = symdae.load_model("engine_mount")
     system = symdae.compile_model(model)

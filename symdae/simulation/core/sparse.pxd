@@ -248,8 +248,9 @@ cdef inline int pivot_rows(SparseLU* a, const double* K, double* B) noexcept nog
 
 cdef inline int refactor(const SparseLU* a, const double* K, double* B) noexcept nogil:
     """LU of K with the analysis' orders into B (the pivots' reciprocals on its diagonal).
-    Returns 0, UNSTABLE (a pivot below TAU times its column: the caller falls back to dense
-    LU), -1 (NaN or infinity) or k + 1 (a zero pivot)."""
+    Returns 0, UNSTABLE (a pivot below TAU times its column, or one whose reciprocal
+    overflows: the caller falls back to dense LU), -1 (NaN or infinity) or k + 1 (a zero
+    pivot)."""
     cdef int i, k, e, N = a.N, row, col
     cdef double piv, inv, l, cmax, v
     cdef const int* L
@@ -276,6 +277,8 @@ cdef inline int refactor(const SparseLU* a, const double* K, double* B) noexcept
         if fabs(piv) < pivot_tolerance() * cmax:
             return UNSTABLE
         inv = 1.0 / piv
+        if fabs(inv) > DBL_MAX:     # a subnormal pivot: the dense LU divides by it instead
+            return UNSTABLE
         B[k * N + k] = inv      # the solves multiply by it (see the top of this file)
         for i in range(nl):
             row = L[i] * N

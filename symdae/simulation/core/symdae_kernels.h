@@ -75,7 +75,8 @@ typedef struct {
  * operation on the same storage of the factors B (N x N, N = n + m: L below the diagonal, U
  * above it, the reciprocals of U's pivots on it). lu_factor(K, B, tol)
  * returns 0, -1 (an entry of K is not finite), SYMDAE_LU_UNSTABLE (a pivot below tol times
- * the largest entry of its column) or k + 1 (pivot k is zero, and so is its column). */
+ * the largest entry of its column, or one whose reciprocal overflows) or k + 1 (pivot k is
+ * zero, and so is its column). */
 #define SYMDAE_LU_UNSTABLE (-2)
 typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
 typedef void (*symdae_lu_solve)(const double *B, double *b);
