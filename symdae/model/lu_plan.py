@@ -9,8 +9,8 @@ them at a run's first factorisation and keeps them where that factorisation pass
 pivot check), and falls back to its own analysis otherwise. The code performs the core's
 ``refactor``, ``solve`` and ``solve_t`` operation for operation on the same storage (B: the
 factors of K permuted, L unit lower below the diagonal, U above it and the reciprocals of
-its pivots on it), so a factorisation
-is the same numbers whichever code made it, and the two codes can be mixed in one run.
+its pivots on it), so a factorisation is the same numbers whichever code made it, and the
+two codes can be mixed in one run.
 
 The order: symmetric (rows as columns), by minimum degree on the structure of K + K^T, among
 the columns whose diagonal entry is structurally nonzero at that point of the elimination. A
