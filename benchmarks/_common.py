@@ -80,6 +80,18 @@ def timing_parser(description: str, quick: int, full: int, clock: str) -> argpar
     return ap
 
 
+def with_generic_step(backend, fn):
+    """fn run with every forward step in the core's generic step instead of the kernel
+    module's compiled ones (``use_compiled_steps``), for interleaved comparisons."""
+    def run():
+        backend.use_compiled_steps = False
+        try:
+            return fn()
+        finally:
+            backend.use_compiled_steps = True
+    return run
+
+
 def with_core_lu(kernels, fn):
     """fn run with the Newton matrix's LU in the core's sparse loops instead of the kernel
     module's written-out code (``Kernels.model_lu``), for interleaved comparisons."""

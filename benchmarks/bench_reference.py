@@ -23,7 +23,9 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
    forward sweep keeps every step's time terms and factorisations, which the adjoint reads:
    checkpoint.stores_factorizations), and J + gradient from simulate(store_factorizations=
    True) + cost + adjoint_gradient; J and J + gradient again with the Newton matrix's LU in the core's
-   sparse loops instead of the kernel module's written-out code (Kernels.model_lu = False);
+   sparse loops instead of the kernel module's written-out code (Kernels.model_lu = False),
+   and with every step in the core's generic step instead of the module's compiled steps
+   (backend.use_compiled_steps = False; the bare forward sweep too);
    the bare compiled sweeps (the core's forward on preallocated arrays, keeping the time
    terms or the factorisations, and through the compiled backend's forward, which takes its
    arrays from the system's pool and wraps the result; its adjoint); the Python pieces
@@ -46,7 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from _common import CLOCKS, machine_line, timing_parser, with_core_lu  # benchmarks/ is on sys.path
+from _common import (CLOCKS, machine_line, timing_parser, with_core_lu,  # benchmarks/ is on sys.path
+                     with_generic_step)
 from _common import shuffled_times as interleaved
 from reference.engine_mount import (
     FD_STEPS,
@@ -193,12 +196,13 @@ def internal_contenders(su: Setup) -> dict:
     ST = np.empty((N + 1, sz.n_st)) if sz.n_st else None
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
 
-    def forward(store, time_terms=False):
+    def forward(store, time_terms=False, compiled=True):
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
         mats = (LU, PIV, TAU, ST) if store else (None, None) + ((TAU, ST) if time_terms
                                                                 else (None, None))
         rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), p, U, Q, V, A,
-                          A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False)
+                          A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False,
+                          compiled)
         if rep["status"] != 0:
             raise RuntimeError(f"bare forward sweep failed: {rep}")
 
@@ -220,7 +224,10 @@ def internal_contenders(su: Setup) -> dict:
     return {
         "symdae J, core LU loops": with_core_lu(k, sym_J),
         "symdae J+grad, core LU loops": with_core_lu(k, sym_JG),
+        "symdae J, generic step": with_generic_step(backend, sym_J),
+        "symdae J+grad, generic step": with_generic_step(backend, sym_JG),
         "bare forward": lambda: forward(False),
+        "bare forward, generic step": lambda: forward(False, compiled=False),
         "bare forward, keeping time terms": lambda: forward(False, True),
         "bare forward, storing LU": lambda: forward(True),
         "bare forward, fresh arrays": lambda: forward_fresh(False),
@@ -306,6 +313,12 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
                      ("symdae J+grad", "symdae J+grad, core LU loops")):
             r = ratio(t, a, b)
             print(f"  {a} with the written-out LU / core loops  {r[0]:6.2f}  "
+                  f"[{r[1]:.2f}, {r[2]:.2f}]")
+        for a, b in (("symdae J", "symdae J, generic step"),
+                     ("symdae J+grad", "symdae J+grad, generic step"),
+                     ("bare forward", "bare forward, generic step")):
+            r = ratio(t, a, b)
+            print(f"  {a} with the compiled steps / generic step  {r[0]:6.2f}  "
                   f"[{r[1]:.2f}, {r[2]:.2f}]")
     if "bare forward" in t:
         print()

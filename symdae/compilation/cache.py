@@ -57,12 +57,13 @@ _PKG = Path(__file__).resolve().parents[1]         # the symdae package
 # not an import: this stage knows no simulation code)
 _CORE = _PKG / "simulation" / "core"
 # everything the emitted code depends on besides the model: the symbol mapping, the
-# derivation, the kernel spec, the emitter (with its LU plan) and printer, and the kernel
-# interface
+# derivation, the kernel spec, the emitter (with its LU plan) and printer, the kernel
+# interface, and the C the module includes (the forward steps and the loops they share)
 GENERATOR_SOURCES = ("model/definition.py", "model/derivation.py", "model/kernels.py",
                      "model/graph.py", "model/graph_kernels.py", "model/emit.py",
                      "model/lu_plan.py", "model/printer.py", "simulation/core/symdae_kernels.h",
-                     "simulation/core/kernel_api.pxd")
+                     "simulation/core/kernel_api.pxd", "simulation/core/forward_steps.h",
+                     "simulation/core/vector_ops.h")
 
 
 def default_cache_dir() -> Path:

@@ -938,6 +938,18 @@ def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
     return sorted(written)
 
 
+def forward_steps_lines(sizes: Sizes) -> list:
+    """C lines that compile the forward sweep's steps (forward_steps.h) for a module of these
+    sizes: after its kernels and its written-out LU, which the steps call directly. Only for
+    a module with the written-out LU, tree kernels and a residual without jumps: a step the
+    written LU cannot take, a graph module's residual program and the switch search stay in
+    the core's generic step."""
+    return [f"#define SD_{key.upper()} {getattr(sizes, key)}"
+            for key in ("n", "m", "n_tau", "n_st", "n_s", "n_u")] + [
+        '#include "forward_steps.h"',
+        *[f"#undef SD_{key.upper()}" for key in ("n", "m", "n_tau", "n_st", "n_s", "n_u")]]
+
+
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 chunk_ops: int = DEFAULT_CHUNK_OPS, graph: bool | None = None,
                 vector: str = "base") -> str:
@@ -1058,10 +1070,15 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 f"_lu_order[:] = {list(plan.order) * 2}"]
         out += [f"_lu_kpos[:] = {kpos}"] if kpos else []
         out += [""]
+    jumps = has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C))
+    steps = plan is not None and not graph and not jumps
+    if steps:
+        out += c_block(forward_steps_lines(sizes), [
+            "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil"]) + [""]
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}"
             for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau", "n_st")]
-    out.append(f"_model.jumps = {int(has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C)))}")
+    out.append(f"_model.jumps = {int(jumps)}")
     out.append(f"_model.refresh_horizon = "
                f"{REFRESH_HORIZON_GRAPH if graph else REFRESH_HORIZON}")
     def read_exprs(name: str) -> list:
@@ -1091,5 +1108,6 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     else:
         out += ["_model.lu_order = NULL", "_model.lu_kpos = NULL", "_model.lu_nk = 0",
                 "_model.lu_factor = NULL", "_model.lu_solve = NULL", "_model.lu_solve_t = NULL"]
+    out.append("_model.forward_steps = " + ("sd_forward_steps" if steps else "NULL"))
     out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]
     return "\n".join(out)

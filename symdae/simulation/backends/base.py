@@ -147,12 +147,14 @@ class Counters:
     factorizations: int = 0          # LU of the (n+m) x (n+m) Newton matrix
     jacobian_refreshes: int = 0      # factorisations at a later Newton iterate
     newton_restarts: int = 0         # repeated solves of a step (hht.pyx's forward loop)
+    compiled_steps: int = 0          # of the steps, those the model module's compiled steps
+                                     # took (forward_steps.h), the rest the core's generic step
 
     def as_dict(self) -> dict:
         return dict(steps=self.steps, newton_iterations=self.newton_iterations,
                     factorizations=self.factorizations,
                     jacobian_refreshes=self.jacobian_refreshes,
-                    newton_restarts=self.newton_restarts)
+                    newton_restarts=self.newton_restarts, compiled_steps=self.compiled_steps)
 
     def __add__(self, other: "Counters") -> "Counters":
         """The counts of two runs one after the other (segments of a checkpointed run)."""

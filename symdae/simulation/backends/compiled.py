@@ -75,7 +75,7 @@ def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool,
 def _report(rep: dict) -> SweepReport:
     counters = Counters(int(rep["steps"]), int(rep["newton_iterations"]),
                         int(rep["factorizations"]), int(rep["jacobian_refreshes"]),
-                        int(rep["restarts"]))
+                        int(rep["restarts"]), int(rep["compiled_steps"]))
     return SweepReport(STATUSES[rep["status"]], counters, float(rep["time"]), int(rep["step"]),
                        int(rep["iterations"]), float(rep["residual_norm"]),
                        float(rep["first_residual_norm"]), float(rep["noise_ratio"]),
@@ -92,6 +92,9 @@ class CompiledBackend:
         self.hht = hht
         self.module = module
         self.pool = ArrayPool()      # the sweeps' arrays, reused across runs (workspace.py)
+        # the forward sweep's steps in the model module's compiled code where it has them
+        # (forward_steps.h; False: the core's generic step only, the same numbers)
+        self.use_compiled_steps = True
         self.kernels = hht.Kernels(module)
         k = self.kernels
         self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau, k.n_st)
@@ -201,7 +204,8 @@ class CompiledBackend:
             rep = self.hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
                                     scheme_code(grid.scheme), p_arg, Ufull,
                                     Q, V, A, W, L, S, *saved, float(rtol), int(max_iter), first,
-                                    grid.i0, noise, order, restart is not None)
+                                    grid.i0, noise, order, restart is not None,
+                                    self.use_compiled_steps)
         raise_if_interrupted(rep, grid, "forward")
         report = _report(rep)
         end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None

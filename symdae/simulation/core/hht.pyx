@@ -21,7 +21,8 @@ from libc.math cimport fabs, isfinite, NAN
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.kernel_api cimport *
-from symdae.simulation.core.sparse cimport SparseLU, carve_sparse, apply, apply_t
+from symdae.simulation.core.sparse cimport (SparseLU, carve_sparse, apply, apply_t, pivot_tolerance,
+                                            SPARSE)
 from symdae.simulation.core.factors cimport prepare_lu
 from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve, lu_solve_t, gemv_t
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
@@ -46,6 +47,9 @@ ABI_VERSION = SYMDAE_ABI_VERSION
 DENSE_LU_MAX = SMALL_LU      # dense.pxd: the core's own LU up to this size, LAPACK above
 
 cdef double _EMPTY[1]   # the base of every zero-width array (never read)
+
+cdef enum:
+    MAX_BACKOFF = 64    # forward: at most this many generic steps before the compiled ones again
 
 
 cdef struct StartWork:
@@ -547,6 +551,7 @@ cdef struct ForwardReport:
     Py_ssize_t factorizations
     Py_ssize_t jacobian_refreshes
     Py_ssize_t restarts     # second (and third) solves of a step (the forward loop)
+    Py_ssize_t compiled_steps   # steps taken by the kernel module's forward_steps
     double time             # of the failure
     Py_ssize_t step         # index of the state that could not be computed
     int iterations          # Newton iterations of the failed step
@@ -610,12 +615,57 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     return factor_into(km, x, c.kw, &f.lu, f.K, f.LU + i * nm * nm, f.piv + i * (nm + 1))
 
 
+cdef void compiled_steps(symdae_steps* fs, const Scheme* c, const Traj* tr, const Factors* f,
+                         NewtonWork* w, const symdae_model* km, const double* p, double* S,
+                         double rtol, int max_iter) noexcept nogil:
+    """The record of the kernel module's forward_steps (symdae_kernels.h): the scheme, the
+    trajectory, what the sweep stores of each state (f), and the round-off levels and g_i
+    that the generic step reads and leaves in w."""
+    fs.t0 = tr.t0
+    fs.h = tr.h
+    fs.offset = tr.offset
+    fs.cM = c.cM
+    fs.ap = c.ap
+    fs.s = c.s
+    fs.gh = c.gh
+    fs.ca = c.ca
+    fs.cv1 = c.cv1
+    fs.cq = c.cq
+    fs.cvq = c.cvq
+    fs.ry = c.ry
+    fs.rp = c.rp
+    memcpy(fs.kw, c.kw, 3 * sizeof(double))
+    fs.rtol = rtol
+    fs.pivot_tol = pivot_tolerance()
+    fs.max_iter = max_iter
+    fs.refresh_horizon = km.refresh_horizon
+    fs.p = p
+    fs.u = tr.u
+    fs.q = tr.q
+    fs.v = tr.v
+    fs.a = tr.a
+    fs.w = tr.w
+    fs.lam = tr.lam
+    fs.s_out = S
+    fs.noise_row = f.lu.nrow
+    fs.noise_idx = f.lu.nidx
+    fs.noise_nn = f.lu.nn
+    fs.nu = w.nu
+    fs.fq = w.fq
+    fs.gprev = w.gprev
+    fs.lu_out = f.LU
+    fs.piv_out = f.piv
+    fs.piv_sparse = SPARSE
+    fs.tau_out = f.TAU
+    fs.st_out = f.ST
+
+
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
             double[:, ::1] L, double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             double[:, ::1] ST, double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
-            int[::1] order, bint have_order):
+            int[::1] order, bint have_order, bint compiled=True):
     """Forward sweep of N steps of scheme ``kind`` (scheme.pxd) from the consistent state in
     row ``first`` of Q, V, A, W, L, which is step i0 of the grid t0 + k h (W: the algorithmic
     accelerations; for hht-paper it may be A itself).
@@ -630,6 +680,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     the end for the derivative sweeps and the next segment. With LU (rows, nm, nm), PIV (rows,
     nm + 1) and TAU (rows, n_tau) given, stores the factorised Newton matrix and all time terms
     of every accepted state for the sensitivity sweeps; with ST (rows, n_st), its state terms.
+    The steps go to the kernel module's compiled ones where it has them (forward_steps.h:
+    the same numbers; ``compiled`` False keeps every step in the core's generic one).
     Returns a ForwardReport (dict).
     """
     cdef const symdae_model* km = K.km
@@ -647,6 +699,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef bint found
     cdef bint have_noise = carry[2 * nm] != 0.0
     cdef symdae_args x
+    cdef symdae_steps fs
+    cdef Py_ssize_t reached, limit, resume = first, backoff = 1
     memset(&arena, 0, sizeof(Arena))
     memset(&rep, 0, sizeof(ForwardReport))
     carve_newton(&arena, &w, n, m, K.n_tau, K.n_st)
@@ -673,11 +727,35 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             rep.status = NOT_FINITE if pivot < 0 else SINGULAR
             rep.pivot = pivot - 1
             rep.step = tr.offset + i
+        # the module's compiled steps where the LU in use is the module's written one
+        # (forward_steps.h)
+        compiled = (compiled and km.forward_steps != NULL and f.lu.mfactor != NULL
+                    and f.lu.mfactor == km.lu_factor)
+        if compiled:
+            compiled_steps(&fs, &c, &tr, &f, &w, km, x.p, Sb, rtol, max_iter)
         while rep.status == OK and i < last:
             if (i - first) % INTERRUPT_EVERY == 0 and interrupted():
                 rep.status = INTERRUPTED
                 rep.step = tr.offset + i
                 break
+            if compiled and have_noise and i >= resume:
+                # up to the next interrupt check
+                limit = min(last, i + INTERRUPT_EVERY - (i - first) % INTERRUPT_EVERY)
+                fs.iterations = 0
+                fs.factorizations = 0
+                reached = km.forward_steps(&fs, i, limit)
+                rep.newton_iterations += fs.iterations
+                rep.factorizations += fs.factorizations
+                rep.compiled_steps += reached - i
+                if reached == limit:
+                    i = reached
+                    continue
+                # it stopped before a step off its path, which the generic step below takes;
+                # where it stops at once again and again (a model whose steps keep refreshing
+                # K), the generic step takes more of them before it is tried again
+                backoff = 1 if reached > i else min(2 * backoff, MAX_BACKOFF)
+                resume = reached + backoff
+                i = reached
             i1 = i - 1 if i > 0 else 0        # a, lam extrapolated from states i, i-1, i-2
             i2 = i - 2 if i > 1 else 0
             extrapolation = min(tr.offset + i, 2)

@@ -54,6 +54,36 @@ cdef extern from "symdae_kernels.h":
     ctypedef int (*symdae_lu_factor)(const double* K, double* B, double tol) noexcept nogil
     ctypedef void (*symdae_lu_solve)(const double* B, double* b) noexcept nogil
 
+    ctypedef struct symdae_steps:
+        double t0, h
+        long offset
+        double cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp
+        double kw[3]
+        double rtol, pivot_tol
+        int max_iter, refresh_horizon
+        const double* p
+        const double* u
+        double* q
+        double* v
+        double* a
+        double* w
+        double* lam
+        double* s_out
+        const int* noise_row
+        const int* noise_idx
+        int noise_nn
+        double* nu
+        double* fq
+        double* gprev
+        double* lu_out
+        double* tau_out
+        double* st_out
+        int* piv_out
+        int piv_sparse
+        long iterations, factorizations
+
+    ctypedef long (*symdae_forward_steps)(symdae_steps* r, long i, long last) noexcept nogil
+
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
@@ -67,3 +97,4 @@ cdef extern from "symdae_kernels.h":
         symdae_lu_factor lu_factor
         symdae_lu_solve lu_solve
         symdae_lu_solve lu_solve_t
+        symdae_forward_steps forward_steps  # forward_steps.h, or NULL

@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 14
+#define SYMDAE_ABI_VERSION 15
 
 typedef struct {
     double t;
@@ -81,6 +81,38 @@ typedef struct {
 typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
 typedef void (*symdae_lu_solve)(const double *B, double *b);
 
+/* The forward sweep's steps compiled into the kernel module for its sizes
+ * (forward_steps.h): the common path of newton.pxd's step and hht.pyx's loop, on state arrays
+ * the C compiler keeps in registers. The core fills this record, calls forward_steps(r, i,
+ * last) with state i of the trajectory settled (its outputs written, gprev = g_i, nu and fq the
+ * round-off levels the sweep carries, which must be set), and it solves steps i -> i+1, ... up to state last, and
+ * returns the state it reached: it stops before a step that leaves the common path (Newton
+ * fails or refreshes its matrix, the written LU refuses K, a far root), which the core's
+ * generic step then takes from the start; what it wrote is exactly what the generic step would
+ * have. The rows of q, v, a, w, lam, u, s_out and the stored ones are states (n, n, n, n, m, n_u, n_s per row). */
+typedef struct {
+    double t0, h;                 /* state i is at t0 + (offset + i) h */
+    long offset;
+    double cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp;   /* the scheme (scheme.pxd) */
+    double kw[3];
+    double rtol, pivot_tol;
+    int max_iter, refresh_horizon;
+    const double *p, *u;
+    double *q, *v, *a, *w, *lam, *s_out;
+    const int *noise_row, *noise_idx;   /* the K entries of the round-off coupling (newton.pxd) */
+    int noise_nn;
+    double *nu, *fq, *gprev;      /* in and out: as the generic step reads and leaves them */
+    /* what the sweep stores of each state for the derivative sweeps, or NULL: the factorised
+     * Newton matrix (rows of N x N and N + 1 pivots, piv[N] = piv_sparse: the written LU's),
+     * all time terms (n_tau) and the state terms (n_st) */
+    double *lu_out, *tau_out, *st_out;
+    int *piv_out;
+    int piv_sparse;
+    long iterations, factorizations;    /* added to per step taken */
+} symdae_steps;
+
+typedef long (*symdae_forward_steps)(symdae_steps *r, long i, long last);
+
 typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
@@ -100,6 +132,9 @@ typedef struct {
     symdae_lu_factor lu_factor;
     symdae_lu_solve lu_solve;
     symdae_lu_solve lu_solve_t;
+    /* the forward sweep's compiled steps, or NULL (a module without the written-out LU, with
+     * graph kernels, or whose residual jumps) */
+    symdae_forward_steps forward_steps;
 } symdae_model;
 
 #endif

@@ -1,0 +1,183 @@
+"""The forward sweep's steps compiled into the kernel module (symdae/simulation/core/
+forward_steps.h) against the core's generic step (newton.pxd): the same trajectory bit for bit
+and the same counters, on every kind of model the compiled steps take (constraints or none,
+q-dependent mass matrices, state terms, inputs, switches without jumps), while the steps that
+leave their path (a refreshed Newton matrix, a second solve of a step) go to the generic step
+and the run goes on in the compiled ones; modules whose steps stay generic say so."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+from sympy.physics.mechanics import dynamicsymbols
+
+import symdae
+from symdae.model.derivation import derive
+from symdae.model.emit import emit_cython
+
+# (model, scenario changes, steps or None for the whole scenario, the generic steps the
+# compiled ones hand over: None where the run needs none but the first)
+CASES = [
+    # redundant coordinates with a massless node and a saddle point; its start-up transient
+    # takes two second solves (newton_restarts)
+    ("engine_mount", {}, 3000, "restarts"),
+    ("engine_mount", {"scheme": "hht-paper"}, 3000, "restarts"),
+    # joint angles: q-dependent M, sin and cos as state terms, no constraint (m = 0)
+    ("double_pendulum", {}, None, None),
+    # closed loops in joint angles: nonlinear constraints
+    ("four_bar_joints", {}, None, None),
+    # the written LU refuses some of its Newton matrices (a pivot below the threshold): the
+    # generic step's dense LU takes those steps
+    ("slider_crank", {}, 500, "lu"),
+    # an input force, redundant coordinates with constraints
+    ("cart_pendulum_redundant", {}, 1000, None),
+    ("two_mass_oscillator", {}, None, None),
+    # friction through Max/Abs-type switches (no jumps): refreshed matrices and second solves
+    ("belt_friction", {}, None, "refreshes"),
+    # impacts on a stop: second solves
+    ("end_stop", {}, None, "restarts"),
+]
+
+
+def scenario_of(ns, changes, steps):
+    sc = symdae.Scenario.make(ns.get("SCENARIO") or {"t_end": 1.0, "h": 1e-3, "alpha": -0.1})
+    sc = sc.replace(**changes)
+    return sc if steps is None else sc.replace(t_end=sc.t0 + steps * sc.h)
+
+
+def both(system, sc):
+    """The run with the compiled steps, and with the generic step only."""
+    be = system.backend
+    try:
+        be.use_compiled_steps = True
+        fast = system.simulate(sc)
+        be.use_compiled_steps = False
+        generic = system.simulate(sc)
+    finally:
+        be.use_compiled_steps = True
+    return fast, generic
+
+
+@pytest.mark.parametrize("name, changes, steps, handover", CASES,
+                         ids=[f"{c[0]}-{c[1].get('scheme', 'default')}" for c in CASES])
+def test_compiled_steps_give_the_generic_steps_numbers_bit_for_bit(name, changes, steps,
+                                                                   handover):
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    fast, generic = both(system, scenario_of(ns, changes, steps))
+    for field in ("q", "v", "a", "lam"):
+        assert np.array_equal(getattr(fast, field), getattr(generic, field)), field
+    for key in generic.outputs:
+        assert np.array_equal(fast.outputs[key], generic.outputs[key]), key
+    cf, cg = dict(fast.counters), dict(generic.counters)
+    n = cg["steps"]
+    assert cg["compiled_steps"] == 0
+    taken = cf.pop("compiled_steps")
+    cg.pop("compiled_steps")
+    assert cf == cg
+    if handover is None:
+        # all but the first step (the round-off levels are set only after it)
+        assert taken == n - 1, (taken, n)
+    else:
+        # the steps off the compiled path went to the generic step, the rest stayed compiled
+        counter = {"restarts": "newton_restarts", "refreshes": "jacobian_refreshes"}
+        if handover in counter:
+            assert cg[counter[handover]] > 0
+        assert 0.9 * n < taken < n - 1, (taken, n)
+
+
+@pytest.mark.parametrize("name, steps", [("engine_mount", 2000), ("four_bar_joints", None),
+                                         ("cart_pendulum_redundant", 1000),
+                                         ("slider_crank", 500)])
+def test_gradients_through_the_compiled_steps_are_the_generic_ones_bit_for_bit(name, steps):
+    """A gradient's forward sweep stores each state's factorised Newton matrix, time terms
+    and state terms for the adjoint: the compiled steps store the same bits (the adjoint
+    reads them, so any other bit would show in the gradient). The slider-crank's written LU
+    refuses some of its matrices at accepted states: those steps go to the generic step."""
+    from symdae.costs.time_domain import LeastSquares
+    from symdae.simulation.checkpoint import cost_and_gradient
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sc = scenario_of(ns, {}, steps)
+    data = system.simulate(sc).outputs
+    cost = LeastSquares({k: data[k] for k in model.output_names}, list(model.output_names))
+    moved = {k: v * 1.03 for k, v in zip(model.parameter_names, system.parameter_vector()) if v}
+    runs = {}
+    for flag in (True, False):
+        system.backend.use_compiled_steps = flag
+        try:
+            runs[flag] = cost_and_gradient(system, sc, cost, moved)
+        finally:
+            system.backend.use_compiled_steps = True
+    fast, generic = runs[True], runs[False]
+    assert fast.trajectory.counters["compiled_steps"] > 0.9 * sc.n_steps
+    assert fast.cost == generic.cost
+    np.testing.assert_array_equal(fast.gradient, generic.gradient)
+    assert np.all(np.isfinite(fast.gradient)) and np.any(fast.gradient != 0)
+
+
+def test_a_gradient_in_segments_takes_the_same_steps_compiled():
+    """A gradient within a memory budget runs the forward sweep in segments, each restarted
+    from a checkpoint with the round-off levels and LU orders the last one left, and stores
+    nothing on the first pass: its compiled steps must continue each segment as the generic
+    step does (cost, outputs and gradient bit for bit)."""
+    from symdae.costs.time_domain import LeastSquares
+    from symdae.simulation.checkpoint import cost_and_gradient
+    model, ns = symdae.load_model("engine_mount")
+    system = symdae.compile_model(model)
+    sc = scenario_of(ns, {"scheme": "hht-paper"}, 3000)
+    data = system.simulate(sc).outputs
+    cost = LeastSquares({"a1": data["a1"]}, ["a1"])
+    sz = system.sizes
+    budget = 2 * sz.gradient_row_bytes * (3000 // 6 + 2)
+    runs = {}
+    for flag in (True, False):
+        system.backend.use_compiled_steps = flag
+        try:
+            runs[flag] = cost_and_gradient(system, sc, cost, ns["START"], memory_budget=budget)
+        finally:
+            system.backend.use_compiled_steps = True
+    fast, generic = runs[True], runs[False]
+    assert fast.plan.segments >= 5
+    # the first pass's segments but the last, which stores its states for the adjoint
+    last = 3000 - (fast.plan.segments - 1) * fast.plan.segment
+    assert fast.trajectory.counters["compiled_steps"] >= 0.99 * (3000 - last)
+    assert generic.trajectory.counters["compiled_steps"] == 0
+    assert fast.cost == generic.cost
+    np.testing.assert_array_equal(fast.trajectory.S, generic.trajectory.S)
+    np.testing.assert_array_equal(fast.gradient, generic.gradient)
+
+
+def test_the_core_loops_lu_keeps_the_generic_step():
+    """The compiled steps call the module's written-out LU: where the sweep factorises with
+    the core's loops instead (another pivot order), every step is the generic one."""
+    model, ns = symdae.load_model("engine_mount")
+    system = symdae.compile_model(model)
+    sc = scenario_of(ns, {}, 200)
+    kernels = system.backend.kernels
+    try:
+        kernels.model_lu = False
+        loops = system.simulate(sc)
+    finally:
+        kernels.model_lu = True
+    assert loops.counters["compiled_steps"] == 0
+    assert system.simulate(sc).counters["compiled_steps"] > 0.9 * 200
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_modules_with_jumps_or_graph_kernels_have_no_compiled_steps(graph):
+    """The switch search (residuals that jump) and a graph module's residual program stay
+    in the core: such a module's table has no forward_steps."""
+    t = dynamicsymbols._t
+    x = dynamicsymbols("x")
+    k, c, m = sp.symbols("k c m")
+
+    def one_mass(name, force):
+        return symdae.Model(name, coordinates=[x], mass_matrix=[[m]], forces=[force],
+                            parameters={m: 1.0, k: 4.0, c: 0.1}, outputs={"x": x})
+    smooth = one_mass("fs_smooth", -k * x - c * x.diff(t))
+    jumps = one_mass("fs_jumps", -k * x - c * sp.sign(x.diff(t)))
+    text = emit_cython(derive(smooth), graph=graph)
+    assert ("_model.forward_steps = NULL\n" in text) == graph
+    assert ("_model.forward_steps = sd_forward_steps\n" in text) == (not graph)
+    assert "_model.forward_steps = NULL\n" in emit_cython(derive(jumps), graph=graph)
