@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 SOURCE = Path(__file__).with_name("engine_mount.c")
-FLAGS_O2 = ("-O2", "-g0")       # symdae.compilation.cache.COMPILE_FLAGS, the flags of the model kernels
+FLAGS_O2 = ("-O2", "-g0")       # the optimisation level of the model kernels (COMPILE_FLAGS)
 FLAGS_O3 = ("-O3", "-g0")       # the optimisation level of symdae's compiled core (setup.py)
 PARAMETER_NAMES = ("cE1", "cE2", "dE", "dH2", "mL", "mH", "mM", "cH", "dH1", "cM", "dM", "a",
                    "b", "g", "A", "omega0", "C")

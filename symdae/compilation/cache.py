@@ -49,7 +49,9 @@ __all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "vector_extension"
            "write_source", "compile_module", "load_module", "build_cached", "compiler_available",
            "compiler_command", "generator_digest"]
 
-COMPILE_FLAGS = ("-O2", "-g0")
+# -fopenmp-simd: the pragma only (no OpenMP runtime), for the loops of vector_ops.h that the
+# module's compiled forward steps share with the core (setup.py builds the core with it too)
+COMPILE_FLAGS = ("-O2", "-g0", "-fopenmp-simd")
 BUILD_TIMEOUT = 1800.0  # seconds; a compile that hangs longer is reported as failed
 
 _PKG = Path(__file__).resolve().parents[1]         # the symdae package
