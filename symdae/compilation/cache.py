@@ -60,11 +60,11 @@ _PKG = Path(__file__).resolve().parents[1]         # the symdae package
 _CORE = _PKG / "simulation" / "core"
 # everything the emitted code depends on besides the model: the symbol mapping, the
 # derivation, the kernel spec, the emitter (with its LU plan) and printer, the kernel
-# interface, and the C the module includes (the forward steps and the loops they share)
+# interface, and the C the module includes (the compiled steps and the loops they share)
 GENERATOR_SOURCES = ("model/definition.py", "model/derivation.py", "model/kernels.py",
                      "model/graph.py", "model/graph_kernels.py", "model/emit.py",
                      "model/lu_plan.py", "model/printer.py", "simulation/core/symdae_kernels.h",
-                     "simulation/core/kernel_api.pxd", "simulation/core/forward_steps.h",
+                     "simulation/core/kernel_api.pxd", "simulation/core/compiled_steps.h",
                      "simulation/core/vector_ops.h")
 
 

@@ -938,16 +938,16 @@ def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
     return sorted(written)
 
 
-def forward_steps_lines(sizes: Sizes) -> list:
-    """C lines that compile the forward sweep's steps (forward_steps.h) for a module of these
-    sizes: after its kernels and its written-out LU, which the steps call directly. Only for
-    a module with the written-out LU, tree kernels and a residual without jumps: a step the
-    written LU cannot take, a graph module's residual program and the switch search stay in
-    the core's generic step."""
-    return [f"#define SD_{key.upper()} {getattr(sizes, key)}"
-            for key in ("n", "m", "n_tau", "n_st", "n_s", "n_u")] + [
-        '#include "forward_steps.h"',
-        *[f"#undef SD_{key.upper()}" for key in ("n", "m", "n_tau", "n_st", "n_s", "n_u")]]
+def compiled_steps_lines(sizes: Sizes) -> list:
+    """C lines that compile the forward and adjoint sweeps' steps (compiled_steps.h) for a
+    module of these sizes: after its kernels and its written-out LU, which the steps call
+    directly. Only for a module with the written-out LU, tree kernels and a residual without
+    jumps: a step the written LU cannot take, a graph module's residual program and the switch
+    search stay in the core's generic steps."""
+    keys = ("n", "m", "n_p", "n_tau", "n_st", "n_s", "n_u")
+    return ([f"#define SD_{key.upper()} {getattr(sizes, key)}" for key in keys]
+            + ['#include "compiled_steps.h"']
+            + [f"#undef SD_{key.upper()}" for key in keys])
 
 
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
@@ -1073,8 +1073,10 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     jumps = has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C))
     steps = plan is not None and not graph and not jumps
     if steps:
-        out += c_block(forward_steps_lines(sizes), [
-            "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil"]) + [""]
+        out += c_block(compiled_steps_lines(sizes), [
+            "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",
+            "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil"]
+                       ) + [""]
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}"
             for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau", "n_st")]
@@ -1109,5 +1111,6 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         out += ["_model.lu_order = NULL", "_model.lu_kpos = NULL", "_model.lu_nk = 0",
                 "_model.lu_factor = NULL", "_model.lu_solve = NULL", "_model.lu_solve_t = NULL"]
     out.append("_model.forward_steps = " + ("sd_forward_steps" if steps else "NULL"))
+    out.append("_model.adjoint_steps = " + ("sd_adjoint_steps" if steps else "NULL"))
     out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]
     return "\n".join(out)

@@ -1,5 +1,5 @@
 """The forward sweep's steps compiled into the kernel module (symdae/simulation/core/
-forward_steps.h) against the core's generic step (newton.pxd): the same trajectory bit for bit
+compiled_steps.h) against the core's generic step (newton.pxd): the same trajectory bit for bit
 and the same counters, on every kind of model the compiled steps take (constraints or none,
 q-dependent mass matrices, state terms, inputs, switches without jumps), while the steps that
 leave their path (a refreshed Newton matrix, a second solve of a step) go to the generic step
@@ -114,6 +114,46 @@ def test_gradients_through_the_compiled_steps_are_the_generic_ones_bit_for_bit(n
     assert fast.cost == generic.cost
     np.testing.assert_array_equal(fast.gradient, generic.gradient)
     assert np.all(np.isfinite(fast.gradient)) and np.any(fast.gradient != 0)
+
+
+@pytest.mark.parametrize("name, steps, dense, scheme", [
+    ("engine_mount", 2000, False, "hht-ga"), ("engine_mount", 2000, False, "hht-paper"),
+    ("four_bar_joints", None, False, "hht-ga"), ("four_bar_joints", None, False, "hht-paper"),
+    ("cart_pendulum_redundant", 1000, False, "hht-ga"), ("slider_crank", 500, True, "hht-ga")])
+def test_the_adjoint_sweep_over_stored_states_takes_the_compiled_steps_bit_for_bit(
+        name, steps, dense, scheme):
+    """The adjoint sweep over a forward sweep's stored factorisations, time terms and state
+    terms: the module's compiled steps (compiled_steps.h) give the generic steps' adjoint of
+    the initial state and parameter adjoint bit for bit. A state whose stored factorisation is
+    the dense LU's (the slider-crank's written LU refuses some of its matrices) goes to the
+    generic step, and the sweep goes on in the compiled ones. hht-paper's g_i term (alpha /
+    (1 + alpha) g_i in step i's residual) adds the products at the old state."""
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sc = scenario_of(ns, {"scheme": scheme}, steps)
+    tr = system.simulate(sc, store_factorizations=True)
+    fwd = tr._sweep.forward
+    rng = np.random.default_rng(7)
+    dS = rng.standard_normal(fwd.S.shape)
+    be = system.backend
+    runs = {}
+    for flag in (True, False):
+        be.use_compiled_steps = flag
+        try:
+            runs[flag] = be.adjoint(fwd, dS)
+        finally:
+            be.use_compiled_steps = True
+    fast, generic = runs[True], runs[False]
+    np.testing.assert_array_equal(fast.grad, generic.grad)
+    np.testing.assert_array_equal(fast.xbar0, generic.xbar0)
+    np.testing.assert_array_equal(fast.carry, generic.carry)
+    assert np.all(np.isfinite(fast.grad)) and np.any(fast.grad != 0)
+    n, taken = sc.n_steps, fast.report.counters.compiled_steps
+    assert generic.report.counters.compiled_steps == 0
+    if dense:
+        assert 0.9 * n < taken < n, (taken, n)
+    else:
+        assert taken == n, (taken, n)
 
 
 def test_a_gradient_in_segments_takes_the_same_steps_compiled():

@@ -92,8 +92,9 @@ class CompiledBackend:
         self.hht = hht
         self.module = module
         self.pool = ArrayPool()      # the sweeps' arrays, reused across runs (workspace.py)
-        # the forward sweep's steps in the model module's compiled code where it has them
-        # (forward_steps.h; False: the core's generic step only, the same numbers)
+        # the forward and adjoint sweeps' steps in the model module's compiled code where it
+        # has them (compiled_steps.h; False: the core's generic steps only,
+        # the same numbers)
         self.use_compiled_steps = True
         self.kernels = hht.Kernels(module)
         k = self.kernels
@@ -259,9 +260,11 @@ class CompiledBackend:
             rep = self.hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
-                                    last, first, fwd.order)
+                                    last, first, fwd.order, self.use_compiled_steps)
         raise_if_interrupted(rep, g, "adjoint")
-        report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
+        report = SweepReport("ok" if rep["status"] == 0 else "singular",
+                             Counters(compiled_steps=int(rep["compiled_steps"])),
+                             step=rep["step"])
         return AdjointResult(state[sz.nx + 2 * sz.n:].copy(), state[:sz.nx].copy(), state,
                              report)
 

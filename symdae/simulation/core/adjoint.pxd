@@ -17,6 +17,11 @@
 # the sweep adds (output_vjp writes xbar and pbar in one call). In hht-paper w is a: the
 # adjoint of a_i is then abar + wbar, which is what the next step's solve and the initial
 # state read.
+#
+# adjoint_step and the sweep's loop over stored states have a compiled twin in every kernel
+# module that has the written-out LU (compiled_steps.h: the same operations on local arrays,
+# for the module's sizes): a change here must be made there too, and
+# tests/simulation/test_forward_steps.py compares the two bit for bit.
 
 from libc.string cimport memcpy, memset
 

@@ -615,37 +615,45 @@ cdef int settle(const symdae_model* km, symdae_args* x, const Scheme* c, NewtonW
     return factor_into(km, x, c.kw, &f.lu, f.K, f.LU + i * nm * nm, f.piv + i * (nm + 1))
 
 
+cdef inline symdae_run run_of(const Scheme* c, const Traj* tr, const double* p) noexcept nogil:
+    """The run of the kernel module's compiled steps (symdae_kernels.h): time grid, scheme,
+    parameters and trajectory."""
+    cdef symdae_run g
+    g.t0 = tr.t0
+    g.h = tr.h
+    g.offset = tr.offset
+    g.cM = c.cM
+    g.ap = c.ap
+    g.s = c.s
+    g.gh = c.gh
+    g.ca = c.ca
+    g.cv1 = c.cv1
+    g.cq = c.cq
+    g.cvq = c.cvq
+    g.ry = c.ry
+    g.rp = c.rp
+    memcpy(g.kw, c.kw, 3 * sizeof(double))
+    g.p = p
+    g.u = tr.u
+    g.q = tr.q
+    g.v = tr.v
+    g.a = tr.a
+    g.w = tr.w
+    g.lam = tr.lam
+    return g
+
+
 cdef void compiled_steps(symdae_steps* fs, const Scheme* c, const Traj* tr, const Factors* f,
                          NewtonWork* w, const symdae_model* km, const double* p, double* S,
                          double rtol, int max_iter) noexcept nogil:
     """The record of the kernel module's forward_steps (symdae_kernels.h): the scheme, the
     trajectory, what the sweep stores of each state (f), and the round-off levels and g_i
     that the generic step reads and leaves in w."""
-    fs.t0 = tr.t0
-    fs.h = tr.h
-    fs.offset = tr.offset
-    fs.cM = c.cM
-    fs.ap = c.ap
-    fs.s = c.s
-    fs.gh = c.gh
-    fs.ca = c.ca
-    fs.cv1 = c.cv1
-    fs.cq = c.cq
-    fs.cvq = c.cvq
-    fs.ry = c.ry
-    fs.rp = c.rp
-    memcpy(fs.kw, c.kw, 3 * sizeof(double))
+    fs.run = run_of(c, tr, p)
     fs.rtol = rtol
     fs.pivot_tol = pivot_tolerance()
     fs.max_iter = max_iter
     fs.refresh_horizon = km.refresh_horizon
-    fs.p = p
-    fs.u = tr.u
-    fs.q = tr.q
-    fs.v = tr.v
-    fs.a = tr.a
-    fs.w = tr.w
-    fs.lam = tr.lam
     fs.s_out = S
     fs.noise_row = f.lu.nrow
     fs.noise_idx = f.lu.nidx
@@ -680,7 +688,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     the end for the derivative sweeps and the next segment. With LU (rows, nm, nm), PIV (rows,
     nm + 1) and TAU (rows, n_tau) given, stores the factorised Newton matrix and all time terms
     of every accepted state for the sensitivity sweeps; with ST (rows, n_st), its state terms.
-    The steps go to the kernel module's compiled ones where it has them (forward_steps.h:
+    The steps go to the kernel module's compiled ones where it has them (compiled_steps.h:
     the same numbers; ``compiled`` False keeps every step in the core's generic one).
     Returns a ForwardReport (dict).
     """
@@ -728,7 +736,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             rep.pivot = pivot - 1
             rep.step = tr.offset + i
         # the module's compiled steps where the LU in use is the module's written one
-        # (forward_steps.h)
+        # (compiled_steps.h)
         compiled = (compiled and km.forward_steps != NULL and f.lu.mfactor != NULL
                     and f.lu.mfactor == km.lu_factor)
         if compiled:
@@ -971,12 +979,32 @@ cdef inline void output_source(const symdae_model* km, const symdae_args* x,
             return
 
 
+cdef void adjoint_record(symdae_adjoint_steps* ar, const Scheme* c, const Traj* tr,
+                         const Factors* f, AdjointWork* w, const double* p, const double* dphi,
+                         double* xb, double* gacc, double* wb) noexcept nogil:
+    """The record of the kernel module's adjoint_steps (symdae_kernels.h): the scheme, the
+    trajectory and what the forward sweep stored of it, and the adjoint sweep's running state
+    (xb, gacc, wb and w's rd_next and hat), which the generic step reads and leaves there."""
+    ar.run = run_of(c, tr, p)
+    ar.lu = f.LU
+    ar.piv = f.piv
+    ar.piv_sparse = SPARSE
+    ar.tau = f.TAU if f.TAU != NULL else &_EMPTY[0]     # none: a model without time terms
+    ar.st = f.ST if f.ST != NULL else &_EMPTY[0]
+    ar.dphi = dphi
+    ar.xb = xb
+    ar.gacc = gacc
+    ar.wb = wb
+    ar.rd_next = w.rd_next
+    ar.hat = w.hat
+
+
 def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
             double[:, ::1] L, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             double[:, ::1] ST, const double[:, ::1] dPhi, double[::1] carry, Py_ssize_t i0, bint last,
-            bint first, const int[::1] order):
+            bint first, const int[::1] order, bint compiled=True):
     """Discrete adjoint sweep (paper eqs. 9 and 11) of the forward scheme, backwards over the
     N steps of rows 0..N (steps i0..i0+N of the grid t0 + k h).
 
@@ -992,8 +1020,10 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     x_0 = (q0, v0, a0, lam0) (w_0 = a_0: its adjoint is added to a0's), which the Python layer
     carries through the consistent initialisation, and carry[3n + m + 2n:] the steps' part of
     dJ/dp. ``order``: the sparse LU
-    orders of the forward run.
-    Returns {"status", "step"} (INTERRUPTED on Ctrl-C, interrupt.pxd).
+    orders of the forward run. Over stored states the steps go to the kernel module's
+    compiled ones where it has them (compiled_steps.h: the same numbers; ``compiled`` False
+    keeps every step in the core's generic one).
+    Returns {"status", "step", "compiled_steps"} (INTERRUPTED on Ctrl-C, interrupt.pxd).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m, n_p = K.n_p, ns = K.n_s, nx = 3 * K.n + K.m
@@ -1015,6 +1045,8 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef Py_ssize_t i = N
     cdef symdae_args x0, x1
     cdef int used[4]
+    cdef symdae_adjoint_steps ar
+    cdef Py_ssize_t stop, reached, taken = 0
     used[:] = [SYMDAE_NEWTON, SYMDAE_STATE_VJP, SYMDAE_PARAM_VJP, SYMDAE_OUTPUT_VJP]
     cdef int reads = tau_reads(km, used, 4)
     memset(&arena, 0, sizeof(Arena))
@@ -1040,10 +1072,30 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         prepare_lu(km, &x1, &c, &f.lu, f.K, f.LUw, &order[0], True)
         if last:
             output_source(km, &x1, dphi + N * ns, xb)
+        # the module's compiled steps over stored states, where the LU in use is the module's
+        # written one (compiled_steps.h)
+        compiled = (compiled and km.adjoint_steps != NULL and f.LU != NULL
+                    and (f.TAU != NULL or km.n_tau == 0) and (f.ST != NULL or km.n_st == 0)
+                    and f.lu.msolve_t != NULL and f.lu.msolve_t == km.lu_solve_t)
+        if compiled:
+            adjoint_record(&ar, &c, &tr, &f, &w, &p[0], dphi, xb, gacc, wb)
         while i > 0:
             if (N - i) % INTERRUPT_EVERY == 0 and interrupted():
                 pivot = -1
                 break
+            if compiled:
+                # up to the next interrupt check; it stops at a state whose stored
+                # factorisation is the dense LU's, whose step the generic one below takes
+                stop = max(0, i - INTERRUPT_EVERY + (N - i) % INTERRUPT_EVERY)
+                reached = km.adjoint_steps(&ar, i, stop)
+                if reached < i:
+                    taken += i - reached
+                    i = reached
+                    set_state(&x1, &tr, i)
+                    tau_at(km, &x1, &f, i, tau[1], reads)
+                    st_at(km, &x1, &f, i, st[1])
+                    if i == stop:
+                        continue
             # x1 is at row i, xb its complete adjoint; step i-1 -> i
             pivot = factors_at(km, &x1, &c, &f, i, &LUcur, &pcur)
             if pivot != 0:
@@ -1073,5 +1125,6 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     memcpy(&carry[nx + n], w.rd_next, n * sizeof(double))
     memcpy(&carry[nx + 2 * n], gacc, n_p * sizeof(double))
     if pivot < 0:
-        return {"status": INTERRUPTED, "step": i0 + i}
-    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i if pivot else -1}
+        return {"status": INTERRUPTED, "step": i0 + i, "compiled_steps": taken}
+    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i if pivot else -1,
+            "compiled_steps": taken}

@@ -54,13 +54,11 @@ cdef extern from "symdae_kernels.h":
     ctypedef int (*symdae_lu_factor)(const double* K, double* B, double tol) noexcept nogil
     ctypedef void (*symdae_lu_solve)(const double* B, double* b) noexcept nogil
 
-    ctypedef struct symdae_steps:
+    ctypedef struct symdae_run:
         double t0, h
         long offset
         double cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp
         double kw[3]
-        double rtol, pivot_tol
-        int max_iter, refresh_horizon
         const double* p
         const double* u
         double* q
@@ -68,6 +66,11 @@ cdef extern from "symdae_kernels.h":
         double* a
         double* w
         double* lam
+
+    ctypedef struct symdae_steps:
+        symdae_run run
+        double rtol, pivot_tol
+        int max_iter, refresh_horizon
         double* s_out
         const int* noise_row
         const int* noise_idx
@@ -84,6 +87,22 @@ cdef extern from "symdae_kernels.h":
 
     ctypedef long (*symdae_forward_steps)(symdae_steps* r, long i, long last) noexcept nogil
 
+    ctypedef struct symdae_adjoint_steps:
+        symdae_run run
+        const double* lu
+        const double* tau
+        const double* st
+        const double* dphi
+        const int* piv
+        int piv_sparse
+        double* xb
+        double* gacc
+        double* wb
+        double* rd_next
+        double* hat
+
+    ctypedef long (*symdae_backward_steps)(symdae_adjoint_steps* r, long i, long stop) noexcept nogil
+
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
@@ -97,4 +116,5 @@ cdef extern from "symdae_kernels.h":
         symdae_lu_factor lu_factor
         symdae_lu_solve lu_solve
         symdae_lu_solve lu_solve_t
-        symdae_forward_steps forward_steps  # forward_steps.h, or NULL
+        symdae_forward_steps forward_steps  # compiled_steps.h, or NULL
+        symdae_backward_steps adjoint_steps  # compiled_steps.h, or NULL

@@ -2,7 +2,7 @@
 # y = (a_{i+1}, lam_{i+1}).
 #
 # Its common path has a compiled twin in every kernel module that has the written-out LU
-# (forward_steps.h: the same operations on local arrays, for the module's sizes): a change to
+# (compiled_steps.h: the same operations on local arrays, for the module's sizes): a change to
 # the step's arithmetic or tests here must be made there too, and
 # tests/simulation/test_forward_steps.py compares the two bit for bit.
 #

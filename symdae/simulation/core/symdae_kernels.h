@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 15
+#define SYMDAE_ABI_VERSION 16
 
 typedef struct {
     double t;
@@ -81,24 +81,32 @@ typedef struct {
 typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
 typedef void (*symdae_lu_solve)(const double *B, double *b);
 
+/* The run the compiled steps below work on: its time grid, the scheme's coefficients
+ * (scheme.pxd), the parameters and the trajectory's rows (the forward steps write the states
+ * they take; the adjoint steps only read) */
+typedef struct {
+    double t0, h;             /* state i is at t0 + (offset + i) h */
+    long offset;
+    double cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp;
+    double kw[3];
+    const double *p, *u;
+    double *q, *v, *a, *w, *lam;
+} symdae_run;
+
 /* The forward sweep's steps compiled into the kernel module for its sizes
- * (forward_steps.h): the common path of newton.pxd's step and hht.pyx's loop, on state arrays
+ * (compiled_steps.h): the common path of newton.pxd's step and hht.pyx's loop, on state arrays
  * the C compiler keeps in registers. The core fills this record, calls forward_steps(r, i,
  * last) with state i of the trajectory settled (its outputs written, gprev = g_i, nu and fq the
  * round-off levels the sweep carries, which must be set), and it solves steps i -> i+1, ... up to state last, and
  * returns the state it reached: it stops before a step that leaves the common path (Newton
  * fails or refreshes its matrix, the written LU refuses K, a far root), which the core's
  * generic step then takes from the start; what it wrote is exactly what the generic step would
- * have. The rows of q, v, a, w, lam, u, s_out and the stored ones are states (n, n, n, n, m, n_u, n_s per row). */
+ * have. The rows of the run's q, v, a, w, lam and u, of s_out and of the stored ones are states (n, n, n, n, m, n_u, n_s per row). */
 typedef struct {
-    double t0, h;                 /* state i is at t0 + (offset + i) h */
-    long offset;
-    double cM, ap, s, gh, ca, cv1, cq, cvq, ry, rp;   /* the scheme (scheme.pxd) */
-    double kw[3];
+    symdae_run run;
     double rtol, pivot_tol;
     int max_iter, refresh_horizon;
-    const double *p, *u;
-    double *q, *v, *a, *w, *lam, *s_out;
+    double *s_out;
     const int *noise_row, *noise_idx;   /* the K entries of the round-off coupling (newton.pxd) */
     int noise_nn;
     double *nu, *fq, *gprev;      /* in and out: as the generic step reads and leaves them */
@@ -112,6 +120,24 @@ typedef struct {
 } symdae_steps;
 
 typedef long (*symdae_forward_steps)(symdae_steps *r, long i, long last);
+
+/* The adjoint sweep's steps compiled into the kernel module (compiled_steps.h): hht.pyx's
+ * backward loop over the states a forward sweep stored. adjoint_steps(r, i, stop) takes the
+ * adjoint of state i (xb, wb, rd_next, the parameter adjoint gacc, and the sweep's scratch
+ * hat: as the core's AdjointWork holds them) back to state stop, one step at a time with the
+ * output source of each state it reaches, and returns the state it reached: it stops at a
+ * state whose stored factorisation is the dense LU's (piv[N] != piv_sparse), whose step the
+ * core's generic one then takes. The stored rows: lu (N x N), piv (N + 1), tau (n_tau), st
+ * (n_st), dphi (n_s: the cost's derivative with respect to the outputs). */
+typedef struct {
+    symdae_run run;
+    const double *lu, *tau, *st, *dphi;
+    const int *piv;
+    int piv_sparse;
+    double *xb, *gacc, *wb, *rd_next, *hat;     /* in and out */
+} symdae_adjoint_steps;
+
+typedef long (*symdae_backward_steps)(symdae_adjoint_steps *r, long i, long stop);
 
 typedef struct {
     int abi_version;
@@ -135,6 +161,7 @@ typedef struct {
     /* the forward sweep's compiled steps, or NULL (a module without the written-out LU, with
      * graph kernels, or whose residual jumps) */
     symdae_forward_steps forward_steps;
+    symdae_backward_steps adjoint_steps;    /* compiled_steps.h, or NULL (as forward_steps) */
 } symdae_model;
 
 #endif

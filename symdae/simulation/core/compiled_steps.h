@@ -1,0 +1,292 @@
+/* The forward and adjoint sweeps' steps, compiled into a model's kernel module for its sizes:
+ * the module defines SD_N, SD_M, SD_N_P, SD_N_TAU, SD_N_ST, SD_N_S and SD_N_U and includes this
+ * file after its kernels and its written-out LU (symdae/model/emit.py), which gives it
+ * sd_forward_steps and sd_adjoint_steps, the model's forward_steps and adjoint_steps
+ * (symdae_kernels.h states their contracts).
+ *
+ * sd_forward_steps is the common path of the core's step (newton.pxd's newton_step, hht.pyx's
+ * forward loop and settle) operation for operation: the same vector_ops.h functions on the
+ * same numbers in the same order, the kernels called directly. With the sizes constants and
+ * the work arrays local, GCC unrolls the loops over n and n + m and keeps the step's state in
+ * registers, which the generic step, whose arrays live behind pointers and whose loops run to
+ * sizes read from the kernel table, cannot. A step off that path returns to the core before
+ * it changes anything, and the generic step takes it from the start: Newton failing or
+ * refreshing its matrix (the contraction test), a pivot the written LU refuses at the start
+ * value or at the accepted state (the dense LU's case), a root far from the start value (the
+ * second solve, hht.pyx).
+ *
+ * sd_adjoint_steps is hht.pyx's backward loop over the states a forward sweep stored (their
+ * factorised Newton matrices, time terms and state terms) with adjoint.pxd's adjoint_step and
+ * the output source, likewise; a state whose stored factorisation is the dense LU's goes back
+ * to the core, which takes that step with its dense solve.
+ *
+ * tests/simulation/test_forward_steps.py compares both with the generic steps bit for bit.
+ * optimize("O3"): the module builds at -O2, which leaves the loops of vector_ops.h rolled. */
+#ifndef SYMDAE_COMPILED_STEPS_H
+#define SYMDAE_COMPILED_STEPS_H
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#include "symdae_kernels.h"
+#include "vector_ops.h"
+
+#define SD_NM (SD_N + SD_M)
+#define SD_NX (3 * SD_N + SD_M)
+/* zero-size arrays are not C: one spare entry */
+#define SD_SPARE(k) ((k) + 1)
+#if defined(__GNUC__) && !defined(__clang__)
+#define SD_O3 __attribute__((optimize("O3")))
+#else
+#define SD_O3
+#endif
+
+SD_O3
+static long sd_forward_steps(symdae_steps *r, long i, long last)
+{
+    const int n = SD_N, m = SD_M, nm = SD_NM;
+    symdae_args x;
+    double tau[SD_SPARE(SD_N_TAU)], st[SD_SPARE(SD_N_ST)], res[2 * SD_N + SD_M];
+    double mag[2 * SD_N + SD_M], qsb[SD_N], vsb[SD_N], sz[2 * SD_N + 1], gprev[SD_N];
+    double qc[SD_N], vc[SD_N], qh[SD_N], vh[SD_N], R[SD_NM], dy[SD_NM], y[SD_NM], y0[SD_NM];
+    double nu[SD_NM], fq[SD_NM], nu1[SD_NM], fq1[SD_NM], K[SD_NM * SD_NM], LU[SD_NM * SD_NM];
+    double Ks[SD_NM * SD_NM];
+    /* a sweep that stores all time terms evaluates them all (one kernel: newton.pxd) */
+    const int all_terms = r->tau_out != NULL;
+    /* the kernels never write their structural zeros (symdae_kernels.h) */
+    memset(res, 0, sizeof res);
+    memset(mag, 0, sizeof mag);
+    memset(K, 0, sizeof K);
+    memset(Ks, 0, sizeof Ks);
+    memcpy(nu, r->nu, sizeof nu);
+    memcpy(fq, r->fq, sizeof fq);
+    memcpy(gprev, r->gprev, sizeof gprev);
+    x.p = r->run.p;
+    x.st = SD_N_ST > 0 ? st : NULL;
+    x.tau = tau;
+    for (; i < last; i++) {
+        const long i1 = i > 0 ? i - 1 : 0, i2 = i > 1 ? i - 2 : 0;
+        const int order = r->run.offset + i < 2 ? (int)(r->run.offset + i) : 2;
+        const double *qi = r->run.q + i * n, *vi = r->run.v + i * n, *wi = r->run.w + i * n;
+        const double *ai = r->run.a + i * n, *li = r->run.lam + i * m;
+        double rnorm, norm, norm_prev = INFINITY, rate, power;
+        int j, k, ok = 0, iterations = 0;
+        /* the round-off levels this step may set, kept apart until it is accepted */
+        memcpy(nu1, nu, sizeof nu);
+        memcpy(fq1, fq, sizeof fq);
+        sd_predictor(r->run.h, r->run.ca, r->run.cq, r->run.cv1, r->run.cvq, qi, vi, wi, ai, qh, vh, n);
+        sd_predictor_sizes(r->run.h, r->run.ca, r->run.cq, r->run.cv1, r->run.cvq, qi, vi, wi, ai, qsb, vsb, n);
+        sd_extrapolate(order, ai, r->run.a + i1 * n, r->run.a + i2 * n, y0, y, n);
+        sd_extrapolate(order, li, r->run.lam + i1 * m, r->run.lam + i2 * m, y0 + n, y + n, m);
+        x.t = r->run.t0 + (r->run.offset + i + 1) * r->run.h;
+        x.q = qc;
+        x.v = vc;
+        x.a = y;
+        x.lam = y + n;
+        x.u = r->run.u + (i + 1) * SD_N_U;
+        if (all_terms)
+            _k_time_terms_sensitivity(&x, NULL, tau);
+        else
+            _k_time_terms(&x, NULL, tau);
+        for (j = 0; j < r->max_iter; j++) {
+            sd_corrector(r->run.s, r->run.gh, y, qh, vh, qc, vc, n);
+            if (SD_N_ST > 0)
+                _k_state_terms(&x, NULL, st);
+            _k_residual(&x, NULL, res);
+            iterations++;
+            rnorm = sd_residual_rows(r->run.cM, r->run.ap, r->run.s, res, gprev, R, dy, n, m);
+            if (!isfinite(rnorm))
+                break;
+            if (j == 0) {
+                _k_newton(&x, r->run.kw, K);
+                if (written_lu_factor(K, LU, r->pivot_tol) != 0)
+                    break;
+            }
+            if (j == 1) {
+                /* newton.pxd's residual_noise (the core calls these steps with the levels
+                 * set, which the generic step's first iteration then reuses too) */
+                sd_corrector_sizes(r->run.s, r->run.gh, y, qsb, vsb, sz, sz + n, n);
+                sz[2 * n] = 0.0;
+                _k_residual_magnitude(&x, sz, mag);
+                sd_noise_rows(r->run.cM, 1.0 + fabs(r->run.ap), r->run.s, mag, sz, y + n, nu1, fq1, n, m);
+                for (k = 0; k < r->noise_nn; k++) {
+                    const int idx = r->noise_idx[k], row = r->noise_row[k];
+                    nu1[row] += fabs(K[idx]) * fq1[idx - row * nm];
+                }
+                sd_floor(DBL_MIN, nu1, nm);
+            }
+            if (sd_within(R, nu1, 4.0, nm)) {          /* newton.pxd's test (b) */
+                ok = 1;
+                break;
+            }
+            written_lu_solve(LU, dy);
+            norm = sd_correction_norm(r->rtol, 10.0, 10.0 * DBL_EPSILON, y, fq1, dy, n, m);
+            if (norm <= 1.0) {                         /* test (a) */
+                ok = 1;
+                break;
+            }
+            if (j > 0) {
+                power = 0.0;
+                if (norm < norm_prev) {
+                    rate = norm / norm_prev;
+                    power = rate;
+                    for (k = 0; k < r->refresh_horizon - 1; k++)
+                        power *= rate;
+                }
+                if (norm >= norm_prev || norm * power > 1.0)
+                    break;                             /* a refresh: the generic step's */
+            }
+            for (k = 0; k < nm; k++)
+                y[k] += dy[k];
+            norm_prev = norm;
+        }
+        if (!ok)
+            break;
+        if (iterations > 2 && order > 0) {
+            /* newton.pxd's far_root: the generic step solves this one again from a_i */
+            double miss = 0.0, moved = 0.0, d;
+            for (k = 0; k < n; k++) {
+                d = fabs(y[k] - y0[k]);
+                miss = d > miss ? d : miss;
+                d = fabs(y0[k] - ai[k]);
+                moved = d > moved ? d : moved;
+            }
+            if (!(miss <= 10.0 * moved))
+                break;
+        }
+        if (r->lu_out != NULL) {
+            /* K at the accepted state for the derivative sweeps (hht.pyx's settle): one the
+             * written LU refuses goes to the generic step, whose dense LU takes it */
+            _k_newton(&x, r->run.kw, Ks);
+            if (written_lu_factor(Ks, r->lu_out + (i + 1) * nm * nm, r->pivot_tol) != 0)
+                break;
+            r->piv_out[(i + 1) * (nm + 1) + nm] = r->piv_sparse;
+        }
+        /* accepted: state i+1 (hht.pyx's forward loop and settle) */
+        r->iterations += iterations;
+        r->factorizations += r->lu_out != NULL ? 2 : 1;
+        memcpy(nu, nu1, sizeof nu);
+        memcpy(fq, fq1, sizeof fq);
+        memcpy(r->run.q + (i + 1) * n, qc, n * sizeof(double));
+        memcpy(r->run.v + (i + 1) * n, vc, n * sizeof(double));
+        memcpy(r->run.a + (i + 1) * n, y, n * sizeof(double));
+        memcpy(r->run.lam + (i + 1) * m, y + n, m * sizeof(double));
+        if (!(r->run.w == r->run.a && r->run.ry == 1.0 && r->run.rp == 0.0))    /* scheme.pxd's recursion */
+            for (k = 0; k < n; k++)
+                r->run.w[(i + 1) * n + k] = r->run.ry * r->run.a[(i + 1) * n + k] + r->run.rp * ai[k];
+        memcpy(gprev, res + n, sizeof gprev);
+        _k_outputs(&x, NULL, r->s_out + (i + 1) * SD_N_S);
+        if (all_terms)
+            memcpy(r->tau_out + (i + 1) * SD_N_TAU, tau, SD_N_TAU * sizeof(double));
+        if (r->st_out != NULL)
+            memcpy(r->st_out + (i + 1) * SD_N_ST, st, SD_N_ST * sizeof(double));
+    }
+    memcpy(r->nu, nu, sizeof nu);
+    memcpy(r->fq, fq, sizeof fq);
+    memcpy(r->gprev, gprev, sizeof gprev);
+    return i;
+}
+
+SD_O3
+static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
+{
+    const int n = SD_N, m = SD_M, nm = SD_NM;
+    symdae_args x0, x1;
+    /* [xbar, pbar] in one array: output_vjp adds to both in one call */
+    double xg[SD_NX + SD_SPARE(SD_N_P)], wb[SD_N], rd_next[SD_N], mu[SD_NM], hat[SD_NX];
+    double wv[SD_NX], wo[SD_NX];
+    double *xb = xg, *gacc = xg + SD_NX;
+    double *qb = xb, *vb = xb + SD_N, *ab = xb + 2 * SD_N, *lb = xb + 3 * SD_N;
+    double *qh = hat, *vh = hat + SD_N;
+    int k;
+    memcpy(xb, r->xb, SD_NX * sizeof(double));
+    memcpy(gacc, r->gacc, SD_N_P * sizeof(double));
+    memcpy(wb, r->wb, sizeof wb);
+    memcpy(rd_next, r->rd_next, sizeof rd_next);
+    memcpy(hat, r->hat, sizeof hat);
+    /* adjoint.pxd's buffers: the zero blocks of wv's last n and wo's first and third stay 0 */
+    memset(wv, 0, sizeof wv);
+    memset(wo, 0, sizeof wo);
+    x0.p = x1.p = r->run.p;
+    x0.st = x1.st = NULL;
+    for (; i > stop; i--) {
+        /* hht.pyx's set_state, tau_at and st_at for rows i (x1) and i - 1 (x0) */
+        const double *LU = r->lu + i * nm * nm;
+        if (r->piv[i * (nm + 1) + nm] != r->piv_sparse)
+            break;                      /* the dense LU's factors: the core's step */
+        x1.t = r->run.t0 + (r->run.offset + i) * r->run.h;
+        x1.q = r->run.q + i * n;
+        x1.v = r->run.v + i * n;
+        x1.a = r->run.a + i * n;
+        x1.lam = r->run.lam + i * m;
+        x1.u = r->run.u + i * SD_N_U;
+        x1.tau = r->tau + i * SD_N_TAU;
+        if (SD_N_ST > 0)
+            x1.st = r->st + i * SD_N_ST;
+        x0.t = r->run.t0 + (r->run.offset + i - 1) * r->run.h;
+        x0.q = r->run.q + (i - 1) * n;
+        x0.v = r->run.v + (i - 1) * n;
+        x0.a = r->run.a + (i - 1) * n;
+        x0.lam = r->run.lam + (i - 1) * m;
+        x0.u = r->run.u + (i - 1) * SD_N_U;
+        x0.tau = r->tau + (i - 1) * SD_N_TAU;
+        if (SD_N_ST > 0)
+            x0.st = r->st + (i - 1) * SD_N_ST;
+        /* adjoint.pxd's state_step: mu becomes r = (r_d, r_c) */
+        sd_corrector_adjoint(r->run.ry, r->run.s, r->run.gh, ab, wb, qb, vb, mu, n);
+        for (k = 0; k < m; k++)
+            mu[n + k] = lb[k];
+        written_lu_solve_t(LU, mu);
+        for (k = 0; k < n; k++) {
+            mu[k] = -mu[k];
+            qh[k] = qb[k];
+            vh[k] = vb[k];
+            wv[k] = r->run.cM * mu[k];
+            wv[n + k] = mu[k];
+        }
+        for (k = 0; k < m; k++) {
+            mu[n + k] = -mu[n + k];
+            wv[2 * n + k] = mu[n + k] / r->run.s;
+        }
+        _k_state_vjp(&x1, wv, hat);
+        memset(xb, 0, SD_NX * sizeof(double));
+        if (r->run.ap != 0.0) {
+            for (k = 0; k < n; k++) {
+                wo[n + k] = -r->run.ap * mu[k];
+                wo[2 * n + m + k] = -r->run.ap * mu[k];
+            }
+            _k_state_vjp(&x0, wo, xb);
+        }
+        sd_predictor_adjoint(r->run.h, r->run.ca, r->run.cq, r->run.cv1, r->run.cvq, r->run.rp, qh, vh, qb, vb, ab, wb,
+                             n);
+        /* adjoint_step's parameter product and r_d for the step before */
+        if (SD_N_P > 0) {
+            if (r->run.ap != 0.0)
+                for (k = 0; k < n; k++)
+                    wv[n + k] = mu[k] - r->run.ap * rd_next[k];
+            _k_param_vjp(&x1, wv, gacc);
+        }
+        memcpy(rd_next, mu, sizeof rd_next);
+        /* hht.pyx's output_source at row i - 1 */
+        {
+            const double *dphi = r->dphi + (i - 1) * SD_N_S;
+            for (k = 0; k < SD_N_S; k++)
+                if (dphi[k] != 0.0) {
+                    _k_output_vjp(&x0, dphi, xg);
+                    break;
+                }
+        }
+    }
+    memcpy(r->xb, xb, SD_NX * sizeof(double));
+    memcpy(r->gacc, gacc, SD_N_P * sizeof(double));
+    memcpy(r->wb, wb, sizeof wb);
+    memcpy(r->rd_next, rd_next, sizeof rd_next);
+    memcpy(r->hat, hat, sizeof hat);
+    return i;
+}
+
+#undef SD_O3
+#undef SD_SPARE
+#undef SD_NX
+#undef SD_NM
+#endif
