@@ -25,7 +25,7 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
    True) + cost + adjoint_gradient; J and J + gradient again with the Newton matrix's LU in the core's
    sparse loops instead of the kernel module's written-out code (Kernels.model_lu = False),
    and with every step in the core's generic step instead of the module's compiled steps
-   (backend.use_compiled_steps = False; the bare forward sweep too);
+   (backend.use_compiled_steps = False; the bare forward and adjoint sweeps too);
    the bare compiled sweeps (the core's forward on preallocated arrays, keeping the time
    terms or the factorisations, and through the compiled backend's forward, which takes its
    arrays from the system's pool and wraps the result; its adjoint); the Python pieces
@@ -233,6 +233,7 @@ def internal_contenders(su: Setup) -> dict:
         "bare forward, fresh arrays": lambda: forward_fresh(False),
         "bare forward, storing LU, fresh arrays": lambda: forward_fresh(True),
         "bare adjoint": lambda: backend.adjoint(fwd, dS),
+        "bare adjoint, generic step": with_generic_step(backend, lambda: backend.adjoint(fwd, dS)),
         "bare adjoint, refactorising": lambda: backend.adjoint(kept, dS),
         "initial_state": lambda: initial_state(backend, model, p, sc.t0, U[0], sc.q0, sc.v0,
                                                tol=sc.init_tol, project=sc.project),
@@ -316,7 +317,8 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
                   f"[{r[1]:.2f}, {r[2]:.2f}]")
         for a, b in (("symdae J", "symdae J, generic step"),
                      ("symdae J+grad", "symdae J+grad, generic step"),
-                     ("bare forward", "bare forward, generic step")):
+                     ("bare forward", "bare forward, generic step"),
+                     ("bare adjoint", "bare adjoint, generic step")):
             r = ratio(t, a, b)
             print(f"  {a} with the compiled steps / generic step  {r[0]:6.2f}  "
                   f"[{r[1]:.2f}, {r[2]:.2f}]")
