@@ -45,70 +45,72 @@ SD_O3
 static long sd_forward_steps(symdae_steps *r, long i, long last)
 {
     const int n = SD_N, m = SD_M, nm = SD_NM;
+    const symdae_run *run = &r->run;
     symdae_args x;
     double tau[SD_SPARE(SD_N_TAU)], st[SD_SPARE(SD_N_ST)], res[2 * SD_N + SD_M];
     double mag[2 * SD_N + SD_M], qsb[SD_N], vsb[SD_N], sz[2 * SD_N + 1], gprev[SD_N];
     double qc[SD_N], vc[SD_N], qh[SD_N], vh[SD_N], R[SD_NM], dy[SD_NM], y[SD_NM], y0[SD_NM];
-    double nu[SD_NM], fq[SD_NM], nu1[SD_NM], fq1[SD_NM], K[SD_NM * SD_NM], LU[SD_NM * SD_NM];
-    double Ks[SD_NM * SD_NM];
+    double nu[SD_NM], fq[SD_NM], nu1[SD_NM], fq1[SD_NM];
+    /* the N x N ones are the core's (as large as K, too large for a thread's stack) */
+    double *K = r->K, *LU = r->LU, *Ks = r->Ks;
     /* a sweep that stores all time terms evaluates them all (one kernel: newton.pxd) */
     const int all_terms = r->tau_out != NULL;
     /* the kernels never write their structural zeros (symdae_kernels.h) */
     memset(res, 0, sizeof res);
     memset(mag, 0, sizeof mag);
-    memset(K, 0, sizeof K);
-    memset(Ks, 0, sizeof Ks);
     memcpy(nu, r->nu, sizeof nu);
     memcpy(fq, r->fq, sizeof fq);
     memcpy(gprev, r->gprev, sizeof gprev);
-    x.p = r->run.p;
+    x.p = run->p;
     x.st = SD_N_ST > 0 ? st : NULL;
     x.tau = tau;
     for (; i < last; i++) {
         const long i1 = i > 0 ? i - 1 : 0, i2 = i > 1 ? i - 2 : 0;
-        const int order = r->run.offset + i < 2 ? (int)(r->run.offset + i) : 2;
-        const double *qi = r->run.q + i * n, *vi = r->run.v + i * n, *wi = r->run.w + i * n;
-        const double *ai = r->run.a + i * n, *li = r->run.lam + i * m;
+        const int order = run->offset + i < 2 ? (int)(run->offset + i) : 2;
+        const double *qi = run->q + i * n, *vi = run->v + i * n, *wi = run->w + i * n;
+        const double *ai = run->a + i * n, *li = run->lam + i * m;
         double rnorm, norm, norm_prev = INFINITY, rate, power;
         int j, k, ok = 0, iterations = 0;
         /* the round-off levels this step may set, kept apart until it is accepted */
         memcpy(nu1, nu, sizeof nu);
         memcpy(fq1, fq, sizeof fq);
-        sd_predictor(r->run.h, r->run.ca, r->run.cq, r->run.cv1, r->run.cvq, qi, vi, wi, ai, qh, vh, n);
-        sd_predictor_sizes(r->run.h, r->run.ca, r->run.cq, r->run.cv1, r->run.cvq, qi, vi, wi, ai, qsb, vsb, n);
-        sd_extrapolate(order, ai, r->run.a + i1 * n, r->run.a + i2 * n, y0, y, n);
-        sd_extrapolate(order, li, r->run.lam + i1 * m, r->run.lam + i2 * m, y0 + n, y + n, m);
-        x.t = r->run.t0 + (r->run.offset + i + 1) * r->run.h;
+        sd_predictor(run->h, run->ca, run->cq, run->cv1, run->cvq, qi, vi, wi, ai, qh, vh, n);
+        sd_predictor_sizes(run->h, run->ca, run->cq, run->cv1, run->cvq, qi, vi, wi, ai, qsb, vsb,
+                           n);
+        sd_extrapolate(order, ai, run->a + i1 * n, run->a + i2 * n, y0, y, n);
+        sd_extrapolate(order, li, run->lam + i1 * m, run->lam + i2 * m, y0 + n, y + n, m);
+        x.t = run->t0 + (run->offset + i + 1) * run->h;
         x.q = qc;
         x.v = vc;
         x.a = y;
         x.lam = y + n;
-        x.u = r->run.u + (i + 1) * SD_N_U;
+        x.u = run->u + (i + 1) * SD_N_U;
         if (all_terms)
             _k_time_terms_sensitivity(&x, NULL, tau);
         else
             _k_time_terms(&x, NULL, tau);
         for (j = 0; j < r->max_iter; j++) {
-            sd_corrector(r->run.s, r->run.gh, y, qh, vh, qc, vc, n);
+            sd_corrector(run->s, run->gh, y, qh, vh, qc, vc, n);
             if (SD_N_ST > 0)
                 _k_state_terms(&x, NULL, st);
             _k_residual(&x, NULL, res);
             iterations++;
-            rnorm = sd_residual_rows(r->run.cM, r->run.ap, r->run.s, res, gprev, R, dy, n, m);
+            rnorm = sd_residual_rows(run->cM, run->ap, run->s, res, gprev, R, dy, n, m);
             if (!isfinite(rnorm))
                 break;
             if (j == 0) {
-                _k_newton(&x, r->run.kw, K);
+                _k_newton(&x, run->kw, K);
                 if (written_lu_factor(K, LU, r->pivot_tol) != 0)
                     break;
             }
             if (j == 1) {
                 /* newton.pxd's residual_noise (the core calls these steps with the levels
                  * set, which the generic step's first iteration then reuses too) */
-                sd_corrector_sizes(r->run.s, r->run.gh, y, qsb, vsb, sz, sz + n, n);
+                sd_corrector_sizes(run->s, run->gh, y, qsb, vsb, sz, sz + n, n);
                 sz[2 * n] = 0.0;
                 _k_residual_magnitude(&x, sz, mag);
-                sd_noise_rows(r->run.cM, 1.0 + fabs(r->run.ap), r->run.s, mag, sz, y + n, nu1, fq1, n, m);
+                sd_noise_rows(run->cM, 1.0 + fabs(run->ap), run->s, mag, sz, y + n, nu1, fq1, n,
+                              m);
                 for (k = 0; k < r->noise_nn; k++) {
                     const int idx = r->noise_idx[k], row = r->noise_row[k];
                     nu1[row] += fabs(K[idx]) * fq1[idx - row * nm];
@@ -157,7 +159,7 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
         if (r->lu_out != NULL) {
             /* K at the accepted state for the derivative sweeps (hht.pyx's settle): one the
              * written LU refuses goes to the generic step, whose dense LU takes it */
-            _k_newton(&x, r->run.kw, Ks);
+            _k_newton(&x, run->kw, Ks);
             if (written_lu_factor(Ks, r->lu_out + (i + 1) * nm * nm, r->pivot_tol) != 0)
                 break;
             r->piv_out[(i + 1) * (nm + 1) + nm] = r->piv_sparse;
@@ -167,13 +169,14 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
         r->factorizations += r->lu_out != NULL ? 2 : 1;
         memcpy(nu, nu1, sizeof nu);
         memcpy(fq, fq1, sizeof fq);
-        memcpy(r->run.q + (i + 1) * n, qc, n * sizeof(double));
-        memcpy(r->run.v + (i + 1) * n, vc, n * sizeof(double));
-        memcpy(r->run.a + (i + 1) * n, y, n * sizeof(double));
-        memcpy(r->run.lam + (i + 1) * m, y + n, m * sizeof(double));
-        if (!(r->run.w == r->run.a && r->run.ry == 1.0 && r->run.rp == 0.0))    /* scheme.pxd's recursion */
+        memcpy(run->q + (i + 1) * n, qc, n * sizeof(double));
+        memcpy(run->v + (i + 1) * n, vc, n * sizeof(double));
+        memcpy(run->a + (i + 1) * n, y, n * sizeof(double));
+        memcpy(run->lam + (i + 1) * m, y + n, m * sizeof(double));
+        /* scheme.pxd's recursion */
+        if (!(run->w == run->a && run->ry == 1.0 && run->rp == 0.0))
             for (k = 0; k < n; k++)
-                r->run.w[(i + 1) * n + k] = r->run.ry * r->run.a[(i + 1) * n + k] + r->run.rp * ai[k];
+                run->w[(i + 1) * n + k] = run->ry * run->a[(i + 1) * n + k] + run->rp * ai[k];
         memcpy(gprev, res + n, sizeof gprev);
         _k_outputs(&x, NULL, r->s_out + (i + 1) * SD_N_S);
         if (all_terms)
@@ -191,6 +194,7 @@ SD_O3
 static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
 {
     const int n = SD_N, m = SD_M, nm = SD_NM;
+    const symdae_run *run = &r->run;
     symdae_args x0, x1;
     /* [xbar, pbar] in one array: output_vjp adds to both in one call */
     double xg[SD_NX + SD_SPARE(SD_N_P)], wb[SD_N], rd_next[SD_N], mu[SD_NM], hat[SD_NX];
@@ -207,33 +211,33 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
     /* adjoint.pxd's buffers: the zero blocks of wv's last n and wo's first and third stay 0 */
     memset(wv, 0, sizeof wv);
     memset(wo, 0, sizeof wo);
-    x0.p = x1.p = r->run.p;
+    x0.p = x1.p = run->p;
     x0.st = x1.st = NULL;
     for (; i > stop; i--) {
         /* hht.pyx's set_state, tau_at and st_at for rows i (x1) and i - 1 (x0) */
         const double *LU = r->lu + i * nm * nm;
         if (r->piv[i * (nm + 1) + nm] != r->piv_sparse)
             break;                      /* the dense LU's factors: the core's step */
-        x1.t = r->run.t0 + (r->run.offset + i) * r->run.h;
-        x1.q = r->run.q + i * n;
-        x1.v = r->run.v + i * n;
-        x1.a = r->run.a + i * n;
-        x1.lam = r->run.lam + i * m;
-        x1.u = r->run.u + i * SD_N_U;
+        x1.t = run->t0 + (run->offset + i) * run->h;
+        x1.q = run->q + i * n;
+        x1.v = run->v + i * n;
+        x1.a = run->a + i * n;
+        x1.lam = run->lam + i * m;
+        x1.u = run->u + i * SD_N_U;
         x1.tau = r->tau + i * SD_N_TAU;
         if (SD_N_ST > 0)
             x1.st = r->st + i * SD_N_ST;
-        x0.t = r->run.t0 + (r->run.offset + i - 1) * r->run.h;
-        x0.q = r->run.q + (i - 1) * n;
-        x0.v = r->run.v + (i - 1) * n;
-        x0.a = r->run.a + (i - 1) * n;
-        x0.lam = r->run.lam + (i - 1) * m;
-        x0.u = r->run.u + (i - 1) * SD_N_U;
+        x0.t = run->t0 + (run->offset + i - 1) * run->h;
+        x0.q = run->q + (i - 1) * n;
+        x0.v = run->v + (i - 1) * n;
+        x0.a = run->a + (i - 1) * n;
+        x0.lam = run->lam + (i - 1) * m;
+        x0.u = run->u + (i - 1) * SD_N_U;
         x0.tau = r->tau + (i - 1) * SD_N_TAU;
         if (SD_N_ST > 0)
             x0.st = r->st + (i - 1) * SD_N_ST;
         /* adjoint.pxd's state_step: mu becomes r = (r_d, r_c) */
-        sd_corrector_adjoint(r->run.ry, r->run.s, r->run.gh, ab, wb, qb, vb, mu, n);
+        sd_corrector_adjoint(run->ry, run->s, run->gh, ab, wb, qb, vb, mu, n);
         for (k = 0; k < m; k++)
             mu[n + k] = lb[k];
         written_lu_solve_t(LU, mu);
@@ -241,29 +245,29 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
             mu[k] = -mu[k];
             qh[k] = qb[k];
             vh[k] = vb[k];
-            wv[k] = r->run.cM * mu[k];
+            wv[k] = run->cM * mu[k];
             wv[n + k] = mu[k];
         }
         for (k = 0; k < m; k++) {
             mu[n + k] = -mu[n + k];
-            wv[2 * n + k] = mu[n + k] / r->run.s;
+            wv[2 * n + k] = mu[n + k] / run->s;
         }
         _k_state_vjp(&x1, wv, hat);
         memset(xb, 0, SD_NX * sizeof(double));
-        if (r->run.ap != 0.0) {
+        if (run->ap != 0.0) {
             for (k = 0; k < n; k++) {
-                wo[n + k] = -r->run.ap * mu[k];
-                wo[2 * n + m + k] = -r->run.ap * mu[k];
+                wo[n + k] = -run->ap * mu[k];
+                wo[2 * n + m + k] = -run->ap * mu[k];
             }
             _k_state_vjp(&x0, wo, xb);
         }
-        sd_predictor_adjoint(r->run.h, r->run.ca, r->run.cq, r->run.cv1, r->run.cvq, r->run.rp, qh, vh, qb, vb, ab, wb,
-                             n);
+        sd_predictor_adjoint(run->h, run->ca, run->cq, run->cv1, run->cvq, run->rp, qh, vh, qb, vb,
+                             ab, wb, n);
         /* adjoint_step's parameter product and r_d for the step before */
         if (SD_N_P > 0) {
-            if (r->run.ap != 0.0)
+            if (run->ap != 0.0)
                 for (k = 0; k < n; k++)
-                    wv[n + k] = mu[k] - r->run.ap * rd_next[k];
+                    wv[n + k] = mu[k] - run->ap * rd_next[k];
             _k_param_vjp(&x1, wv, gacc);
         }
         memcpy(rd_next, mu, sizeof rd_next);

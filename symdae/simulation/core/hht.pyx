@@ -661,6 +661,9 @@ cdef void compiled_steps(symdae_steps* fs, const Scheme* c, const Traj* tr, cons
     fs.nu = w.nu
     fs.fq = w.fq
     fs.gprev = w.gprev
+    fs.K = w.K          # the generic step's own scratch: it evaluates them anew
+    fs.LU = w.LUr
+    fs.Ks = f.K
     fs.lu_out = f.LU
     fs.piv_out = f.piv
     fs.piv_sparse = SPARSE

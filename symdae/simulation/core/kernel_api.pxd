@@ -78,6 +78,9 @@ cdef extern from "symdae_kernels.h":
         double* nu
         double* fq
         double* gprev
+        double* K
+        double* LU
+        double* Ks
         double* lu_out
         double* tau_out
         double* st_out

@@ -94,14 +94,16 @@ typedef struct {
 } symdae_run;
 
 /* The forward sweep's steps compiled into the kernel module for its sizes
- * (compiled_steps.h): the common path of newton.pxd's step and hht.pyx's loop, on state arrays
- * the C compiler keeps in registers. The core fills this record, calls forward_steps(r, i,
- * last) with state i of the trajectory settled (its outputs written, gprev = g_i, nu and fq the
- * round-off levels the sweep carries, which must be set), and it solves steps i -> i+1, ... up to state last, and
- * returns the state it reached: it stops before a step that leaves the common path (Newton
- * fails or refreshes its matrix, the written LU refuses K, a far root), which the core's
- * generic step then takes from the start; what it wrote is exactly what the generic step would
- * have. The rows of the run's q, v, a, w, lam and u, of s_out and of the stored ones are states (n, n, n, n, m, n_u, n_s per row). */
+ * (compiled_steps.h): the common path of newton.pxd's step and hht.pyx's loop, on state
+ * arrays the C compiler keeps in registers. The core fills this record and calls
+ * forward_steps(r, i, last) with state i of the trajectory settled (its outputs written,
+ * gprev = g_i, nu and fq the round-off levels the sweep carries, which must be set); it
+ * solves steps i -> i+1, ... up to state last and returns the state it reached. It stops
+ * before a step that leaves the common path (Newton fails or refreshes its matrix, the
+ * written LU refuses K at the start value or at the accepted state, a far root), which the
+ * core's generic step then takes from the start: what it wrote is exactly what the generic
+ * step would have. The rows of the run's q, v, a, w, lam and u, of s_out and of the stored
+ * ones are states (n, n, n, n, m, n_u, n_s, ... per row). */
 typedef struct {
     symdae_run run;
     double rtol, pivot_tol;
@@ -110,6 +112,9 @@ typedef struct {
     const int *noise_row, *noise_idx;   /* the K entries of the round-off coupling (newton.pxd) */
     int noise_nn;
     double *nu, *fq, *gprev;      /* in and out: as the generic step reads and leaves them */
+    double *K, *LU, *Ks;          /* scratch, N x N each: the Newton matrix at the start value,
+                                     its LU, and the matrix at the accepted state; zero at K's
+                                     structural zeros, which the kernels never write */
     /* what the sweep stores of each state for the derivative sweeps, or NULL: the factorised
      * Newton matrix (rows of N x N and N + 1 pivots, piv[N] = piv_sparse: the written LU's),
      * all time terms (n_tau) and the state terms (n_st) */
