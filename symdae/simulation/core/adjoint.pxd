@@ -21,7 +21,7 @@
 # adjoint_step and the sweep's loop over stored states have a compiled twin in every kernel
 # module that has the written-out LU (compiled_steps.h: the same operations on local arrays,
 # for the module's sizes): a change here must be made there too, and
-# tests/simulation/test_forward_steps.py compares the two bit for bit.
+# tests/simulation/test_compiled_steps.py compares the two bit for bit.
 
 from libc.string cimport memcpy, memset
 

@@ -20,7 +20,7 @@
  * the output source, likewise; a state whose stored factorisation is the dense LU's goes back
  * to the core, which takes that step with its dense solve.
  *
- * tests/simulation/test_forward_steps.py compares both with the generic steps bit for bit.
+ * tests/simulation/test_compiled_steps.py compares both with the generic steps bit for bit.
  * optimize("O3"): the module builds at -O2, which leaves the loops of vector_ops.h rolled. */
 #ifndef SYMDAE_COMPILED_STEPS_H
 #define SYMDAE_COMPILED_STEPS_H

@@ -4,7 +4,7 @@
 # Its common path has a compiled twin in every kernel module that has the written-out LU
 # (compiled_steps.h: the same operations on local arrays, for the module's sizes): a change to
 # the step's arithmetic or tests here must be made there too, and
-# tests/simulation/test_forward_steps.py compares the two bit for bit.
+# tests/simulation/test_compiled_steps.py compares the two bit for bit.
 #
 # Newton starts from (a, lam) extrapolated quadratically from the last three states (constant,
 # then linear, over a run's first two steps: extrapolate), and its iteration matrix is K of

@@ -1,9 +1,10 @@
-"""The forward sweep's steps compiled into the kernel module (symdae/simulation/core/
-compiled_steps.h) against the core's generic step (newton.pxd): the same trajectory bit for bit
-and the same counters, on every kind of model the compiled steps take (constraints or none,
-q-dependent mass matrices, state terms, inputs, switches without jumps), while the steps that
-leave their path (a refreshed Newton matrix, a second solve of a step) go to the generic step
-and the run goes on in the compiled ones; modules whose steps stay generic say so."""
+"""The forward and adjoint sweeps' steps compiled into the kernel module (symdae/simulation/
+core/compiled_steps.h) against the core's generic steps (newton.pxd, adjoint.pxd): the same
+trajectory, counters, stored states and gradients bit for bit, on every kind of model the
+compiled steps take (constraints or none, q-dependent mass matrices, state terms, inputs,
+switches without jumps), while the steps that leave their path (a refreshed Newton matrix, a
+second solve of a step, a matrix the written LU refuses) go to the generic step and the run
+goes on in the compiled ones; modules whose steps stay generic say so."""
 from __future__ import annotations
 
 import numpy as np
