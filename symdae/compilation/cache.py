@@ -50,7 +50,7 @@ __all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "vector_extension"
            "compiler_command", "generator_digest"]
 
 # -fopenmp-simd: the pragma only (no OpenMP runtime), for the loops of vector_ops.h that the
-# module's compiled forward steps share with the core (setup.py builds the core with it too)
+# module's compiled steps share with the core (setup.py builds the core with it too)
 COMPILE_FLAGS = ("-O2", "-g0", "-fopenmp-simd")
 BUILD_TIMEOUT = 1800.0  # seconds; a compile that hangs longer is reported as failed
 
