@@ -1106,10 +1106,12 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     if plan is not None:
         out += ["_model.lu_order = _lu_order", "_model.lu_kpos = _lu_kpos",
                 f"_model.lu_nk = {len(plan.nonzeros)}", "_model.lu_factor = written_lu_factor",
-                "_model.lu_solve = written_lu_solve", "_model.lu_solve_t = written_lu_solve_t"]
+                "_model.lu_solve = written_lu_solve", "_model.lu_solve_t = written_lu_solve_t",
+                "_model.lu_solve_rows = written_lu_solve_rows"]
     else:
         out += ["_model.lu_order = NULL", "_model.lu_kpos = NULL", "_model.lu_nk = 0",
-                "_model.lu_factor = NULL", "_model.lu_solve = NULL", "_model.lu_solve_t = NULL"]
+                "_model.lu_factor = NULL", "_model.lu_solve = NULL", "_model.lu_solve_t = NULL",
+                "_model.lu_solve_rows = NULL"]
     out.append("_model.forward_steps = " + ("sd_forward_steps" if steps else "NULL"))
     out.append("_model.adjoint_steps = " + ("sd_adjoint_steps" if steps else "NULL"))
     out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]

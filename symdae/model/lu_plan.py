@@ -120,11 +120,12 @@ def _symbolic(nonzeros, N: int, order: tuple) -> LUPlan:
 
 
 def lu_lines(plan: LUPlan) -> list:
-    """Cython lines declaring the module's ``written_lu_factor``, ``written_lu_solve`` and
-    ``written_lu_solve_t`` (symdae_kernels.h states their contract), written in C inside the
-    declaration (Cython's statement-by-statement C for this straight-line code is 20 times
-    as long and doubles what the C compiler spends on it): the core's refactor, solve and
-    solve_t for ``plan``'s order, with every index a constant."""
+    """Cython lines declaring the module's ``written_lu_factor``, ``written_lu_solve``,
+    ``written_lu_solve_rows`` and ``written_lu_solve_t`` (symdae_kernels.h states their
+    contract), written in C inside the declaration (Cython's statement-by-statement C for
+    this straight-line code is 20 times as long and doubles what the C compiler spends on
+    it): the core's refactor, solve and solve_t for ``plan``'s order, with every index a
+    constant."""
     N, order = plan.N, plan.order
 
     def b(i, j):
@@ -160,19 +161,25 @@ def lu_lines(plan: LUPlan) -> list:
             c += [f"    {b(i, j)} -= l * {b(k, j)};" for j in upper]
     c += ["    return 0;", "}", ""]
     xs = ", ".join(f"x{k}" for k in range(N))
-    c += ["static void written_lu_solve(const double *B, double *b) {", f"    double s, {xs};"]
-    c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
-    for k in range(N):
-        if plan.lower[k]:
-            c += [f"    s = x{k};", "    if (s != 0.0) {"]
-            c += [f"        x{i} -= {b(i, k)} * s;" for i in plan.lower[k]]
-            c += ["    }"]
-    for k in range(N - 1, -1, -1):
-        c += [f"    s = x{k};"]
-        c += [f"    s -= {b(k, j)} * x{j};" for j in plan.upper[k]]
-        c += [f"    x{k} = s * {b(k, k)};"]
-    c += [f"    b[{order[k]}] = x{k};" for k in range(N)]
-    c += ["}", "", "static void written_lu_solve_t(const double *B, double *b) {",
+    # the solve twice: for one vector, and for direction d of nd right-hand sides stored by
+    # row (the tangent sweep's, b[k nd]: the same operations on the strided entries)
+    for name, args, at in (("written_lu_solve", "", ""),
+                           ("written_lu_solve_rows", ", int nd", " * nd")):
+        c += [f"static void {name}(const double *B, double *b{args}) {{",
+              f"    double s, {xs};"]
+        c += [f"    x{k} = b[{order[k]}{at}];" for k in range(N)]
+        for k in range(N):
+            if plan.lower[k]:
+                c += [f"    s = x{k};", "    if (s != 0.0) {"]
+                c += [f"        x{i} -= {b(i, k)} * s;" for i in plan.lower[k]]
+                c += ["    }"]
+        for k in range(N - 1, -1, -1):
+            c += [f"    s = x{k};"]
+            c += [f"    s -= {b(k, j)} * x{j};" for j in plan.upper[k]]
+            c += [f"    x{k} = s * {b(k, k)};"]
+        c += [f"    b[{order[k]}{at}] = x{k};" for k in range(N)]
+        c += ["}", ""]
+    c += ["static void written_lu_solve_t(const double *B, double *b) {",
           f"    double s, {xs};"]
     c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
     for k in range(N):
@@ -191,4 +198,5 @@ def lu_lines(plan: LUPlan) -> list:
     return c_block(c, [
         "int written_lu_factor(const double* K, double* B, double tol) noexcept nogil",
         "void written_lu_solve(const double* B, double* b) noexcept nogil",
+        "void written_lu_solve_rows(const double* B, double* b, int nd) noexcept nogil",
         "void written_lu_solve_t(const double* B, double* b) noexcept nogil"])

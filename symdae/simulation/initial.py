@@ -302,6 +302,12 @@ def _linearisation(backend, x0: InitialState, p, t0, u0):
 def init_tangent(backend, x0: InitialState, p, t0, u0, D):
     """Sensitivities of (q0, v0, a0, lam0) along parameter directions D (n_p x nd)."""
     n = backend.sizes.n
+    if not x0.massless:       # the usual case, in one compiled call where there is one
+        out = backend.initial_tangent(
+            t0, x0.q, x0.v, x0.a, x0.lam, p, u0, D,
+            np.concatenate([x0.q_from_model, x0.v_from_model]).astype(float))
+        if out is not None:
+            return out
     K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
     out = tuple(np.zeros((k, D.shape[1])) for k in (n, n, n, K0.shape[0] - n))
     lu = scipy.linalg.lu_factor(K0, check_finite=False)

@@ -54,14 +54,18 @@ def relative_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.mark.parametrize("scheme", ["hht-paper", "hht-ga"])
 def test_all_directions_at_once_equal_one_sweep_each(scheme):
+    """Bit for bit: each direction takes the same operations whatever goes with it (the
+    products' pairs of directions and their odd one out, the written-out solve on strided
+    right-hand sides, the initial state's sensitivities one direction at a time)."""
     system, traj = run(scheme)
     D = direction_matrix(system)
-    together = tangent(system, traj, D)
-    for j in range(D.shape[1]):
-        alone = tangent(system, traj, D[:, j:j + 1])
-        for f in FIELDS:
-            got = getattr(together, f)[:, :, j:j + 1]
-            assert relative_difference(got, getattr(alone, f)) <= 1e-13, (scheme, j, f)
+    alone = [tangent(system, traj, D[:, j:j + 1]) for j in range(D.shape[1])]
+    for cols in (range(D.shape[1]), range(3), range(2, 6)):
+        together = tangent(system, traj, D[:, list(cols)])
+        for k, j in enumerate(cols):
+            for f in FIELDS:
+                np.testing.assert_array_equal(getattr(together, f)[:, :, k:k + 1],
+                                              getattr(alone[j], f), err_msg=f"{scheme} {j} {f}")
 
 
 @pytest.mark.parametrize("scheme", ["hht-paper", "hht-ga"])

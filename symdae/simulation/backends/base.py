@@ -37,6 +37,11 @@ initial_adjoint(t0, q0, v0, a0, lam0, p, u0, xbar0, from_model) -> ndarray or No
     adjoint xbar0 of (q0, v0, a0, lam0), in one call (``from_model`` (2n): 1 where q0, v0
     come from the model's expressions in p); None where its matrix is singular, or always
     (the NumPy backend): :func:`symdae.simulation.initial.init_adjoint` then computes it.
+initial_tangent(t0, q0, v0, a0, lam0, p, u0, D, from_model) -> tuple or None
+    The sensitivities (dq0, dv0, da0, dlam0), each (size, nd), of a consistent initial state
+    without massless rows along the parameter directions D (n_p x nd), in one call; None
+    where its matrix is singular, or always (the NumPy backend):
+    :func:`symdae.simulation.initial.init_tangent` then computes them.
 forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -> ForwardResult
     Takes the grid (t0, h, N, alpha, the index i0 of its first step: times t0 + (i0 + j) h, and
     the scheme, one of ``SCHEMES``), parameters p (n_p,), inputs U (N+1, n_u), the consistent

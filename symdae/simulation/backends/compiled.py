@@ -168,6 +168,25 @@ class CompiledBackend:
                   (from_model, 2 * sz.n, "from_model"))]
         return self.kernels.initial_adjoint(float(t0), *state, self._initial_blocks)
 
+    def initial_tangent(self, t0, q, v, a, lam, p, u, D, from_model):
+        """(dq0, dv0, da0, dlam0) along the directions D (n_p x nd), each (size, nd), of an
+        initial state without massless rows in one compiled call, or None (backends.base)."""
+        sz = self.sizes
+        state = [_vec(x, k, label, "initial tangent") for x, k, label in
+                 ((q, sz.n, "q0"), (v, sz.n, "v0"), (a, sz.n, "a0"), (lam, sz.m, "lam0"),
+                  (p, sz.n_p, "p"), (u, sz.n_u, "u"))]
+        D = np.asarray(D, dtype=float)
+        if D.ndim != 2 or D.shape[0] != sz.n_p:
+            raise InputError(f"the directions have shape {D.shape}, expected ({sz.n_p}, nd)")
+        DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((D.shape[1], 1))
+        fm = _vec(from_model, 2 * sz.n, "from_model", "initial tangent")
+        out = np.empty((D.shape[1], sz.nx))
+        if not self.kernels.initial_tangent(float(t0), *state, DT, fm, self._initial_blocks,
+                                            out):
+            return None
+        n, T = sz.n, out.T
+        return T[:n], T[n:2 * n], T[2 * n:3 * n], T[3 * n:]
+
     # ------------------------------------------------------------------ sweeps
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
                 store: bool, restart: Restart | None = None,
@@ -230,8 +249,10 @@ class CompiledBackend:
         dQ, dV, dA = (pool.zeros((rows, nd, max(sz.n, 1))) for _ in range(3))
         dL = pool.zeros((rows, nd, max(sz.m, 1)))
         # every row of dS is written by a sweep that succeeds (a failed one is raised by the
-        # callers), and the padding column of a model without outputs is cut off below
-        dS = pool.empty((g.N + 1, nd, max(sz.n_s, 1)))
+        # callers), and the padding row of a model without outputs is cut off below; the
+        # sweep writes each state's (n_s, nd) by output, as its products add them up, and
+        # the record holds the (N+1, nd, n_s) view the contract names
+        dS = pool.empty((g.N + 1, max(sz.n_s, 1), nd))
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
         dW = _algorithmic(dA, g, 0, dx0, pool)
@@ -244,7 +265,7 @@ class CompiledBackend:
         report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
         keep = slice(None) if states else slice(g.N % rows, g.N % rows + 1)
         return TangentArrays(dQ[keep, :, :sz.n], dV[keep, :, :sz.n], dA[keep, :, :sz.n],
-                             dL[keep, :, :sz.m], dS[:, :, :sz.n_s], report,
+                             dL[keep, :, :sz.m], dS[:, :sz.n_s].transpose(0, 2, 1), report,
                              None if dW is dA else dW[keep, :, :sz.n])
 
     def adjoint(self, fwd: ForwardResult, dPhi: np.ndarray, carry=None, last: bool = True,

@@ -166,6 +166,10 @@ class NumpyBackend:
         """None: symdae/simulation/initial.py computes the initial-state term."""
         return None
 
+    def initial_tangent(self, t0, q, v, a, lam, p, u, D, from_model) -> None:
+        """None: symdae/simulation/initial.py computes the initial sensitivities."""
+        return None
+
     def _k(self, name, t, q, v, a, lam, p, u, w=None):
         return self._fn(name)(t, q, v, a, lam, p, u, w)
 

@@ -24,6 +24,7 @@ cdef inline bint adopt_model_code(const symdae_model* km, SparseLU* lu) noexcept
     lu.mfactor = km.lu_factor
     lu.msolve = km.lu_solve
     lu.msolve_t = km.lu_solve_t
+    lu.msolve_rows = km.lu_solve_rows
     return True
 
 

@@ -24,7 +24,8 @@ from symdae.simulation.core.kernel_api cimport *
 from symdae.simulation.core.sparse cimport (SparseLU, carve_sparse, apply, apply_t, pivot_tolerance,
                                             SPARSE)
 from symdae.simulation.core.factors cimport prepare_lu
-from symdae.simulation.core.dense cimport SMALL_LU, lu_factor, lu_solve, lu_solve_t, gemv_t
+from symdae.simulation.core.dense cimport (SMALL_LU, lu_factor, lu_solve, lu_solve_t, gemv,
+                                           gemv_t)
 from symdae.simulation.core.scheme cimport (Scheme, scheme, recursion, call, zero_call,
                                             time_terms, time_terms_for, tau_reads,
                                             state_terms, TAU_FORWARD,
@@ -77,21 +78,22 @@ cdef void carve_start(Arena* a, StartWork* w, const symdae_model* km) noexcept n
     w.piv = take_int(a, N)
 
 
-cdef struct AdjointStartWork:
+cdef struct StartDerivativeWork:
+    # the scratch of initial_adjoint and initial_tangent
     double* K0       # the initialisation matrix, then its LU (N x N)
-    double* jac      # the kernels' outputs it reads
+    double* jac      # the kernels' outputs they read
     double* pj
     double* acc
     double* ini
     double* tau      # time terms, state terms
     double* st
-    double* rb       # (r_d, r_c) (N)
+    double* rb       # (r_d, r_c) (N); the tangent's right-hand side
     double* qv       # (qbar, vbar) (2n)
     double* grad     # dJ/dp (n_p)
     int* piv
 
 
-cdef void carve_adjoint_start(Arena* a, AdjointStartWork* w,
+cdef void carve_start_derivative(Arena* a, StartDerivativeWork* w,
                               const symdae_model* km) noexcept nogil:
     cdef int N = km.n + km.m
     w.K0 = take(a, N * N)
@@ -310,12 +312,12 @@ cdef class Kernels:
         q0_p, v0_p (initial_state_jacobian). None where the initialisation matrix is singular
         (the Python path then raises). Arrays of the model's sizes (at least one element)."""
         cdef int n = self.n, m = self.m, N = self.n + self.m, n_p = self.n_p, i, status = 0
-        cdef AdjointStartWork sw
+        cdef StartDerivativeWork sw
         cdef Arena arena
         memset(&arena, 0, sizeof(Arena))      # one block for the scratch (consistent_start)
-        carve_adjoint_start(&arena, &sw, self.km)
+        carve_start_derivative(&arena, &sw, self.km)
         mem = arena_allocate(&arena)
-        carve_adjoint_start(&arena, &sw, self.km)
+        carve_start_derivative(&arena, &sw, self.km)
         arena_check(&arena, mem)
         cdef double* Kv = sw.K0
         cdef double* jv = sw.jac
@@ -372,6 +374,83 @@ cdef class Kernels:
         for i in range(n_p):
             gr[i] = gv[i]
         return grad
+
+    def initial_tangent(self, double t, const double[::1] q, const double[::1] v,
+                        const double[::1] a, const double[::1] lam, const double[::1] p,
+                        const double[::1] u, const double[:, ::1] DT,
+                        const double[::1] from_model, const int[::1] blocks,
+                        double[:, ::1] out):
+        """The sensitivities of the consistent initial state x0 = (q, v, a, lam) at t along
+        the parameter directions DT (nd x n_p, one per row) in one call
+        (symdae/simulation/initial.py, init_tangent: the same products, one direction at a
+        time, for an initial state without massless rows): row d of out (nd x (3n + m)) is
+        (dq, dv, da, dlam) along DT[d]. ``from_model`` and ``blocks`` as initial_adjoint's.
+        False where the initialisation matrix is singular (the Python path then raises), else
+        True. Arrays of the model's sizes (at least one element)."""
+        cdef int n = self.n, m = self.m, N = self.n + self.m, n_p = self.n_p, i, j, d
+        cdef int nd = <int>DT.shape[0], status = 0
+        cdef StartDerivativeWork sw
+        cdef Arena arena
+        cdef const double* dp
+        cdef double* o
+        cdef double s
+        memset(&arena, 0, sizeof(Arena))      # one block for the scratch (consistent_start)
+        carve_start_derivative(&arena, &sw, self.km)
+        mem = arena_allocate(&arena)
+        carve_start_derivative(&arena, &sw, self.km)
+        arena_check(&arena, mem)
+        cdef double* Kv = sw.K0
+        cdef double* jv = sw.jac
+        cdef double* pv = sw.pj
+        cdef double* av = sw.acc
+        cdef double* iv = sw.ini
+        cdef double* rv = sw.rb
+        cdef int* pivv = sw.piv
+        for i in range(self.n_tau):
+            sw.tau[i] = NAN     # the time terms no kernel here reads stay NaN
+        cdef symdae_args x
+        x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
+        x.st = NULL
+        with nogil:
+            time_terms_for(self.km, &x, sw.tau, TAU_FORWARD | TAU_SENSITIVITY)
+            state_terms(self.km, &x, sw.st)     # once, for every kernel at this state
+            initialisation_matrix(self.km, &x, Kv)
+            status = lu_factor(Kv, pivv, N)
+            if status == 0:
+                call(self.km, SYMDAE_JACOBIANS, &x, NULL, jv)
+                call(self.km, SYMDAE_PARAM_JACOBIANS, &x, NULL, pv)
+                call(self.km, SYMDAE_INITIAL_STATE_JACOBIAN, &x, NULL, iv)
+                if m > 0:
+                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, av)
+                for d in range(nd):
+                    dp = &DT[d, 0]
+                    o = &out[d, 0]
+                    # (dq, dv) = (Q0p dp, V0p dp) over the entries that come from the model
+                    memset(o, 0, 2 * n * sizeof(double))
+                    gemv(iv + blocks[8], n, n_p, dp, o, 1.0)
+                    gemv(iv + blocks[9], n, n_p, dp, o + n, 1.0)
+                    for i in range(2 * n):
+                        if from_model[i] == 0.0:
+                            o[i] = 0.0
+                    # rhs = ((J_M + J_G) dq + G_V dv + (P_M + P_G) dp,
+                    #        Rc_q dq + gamma_v dv + Rc_p dp), then (da, dlam) = -K0^{-1} rhs
+                    for i in range(n):
+                        s = 0.0
+                        for j in range(n):
+                            s += (jv[blocks[0] + i * n + j] + jv[blocks[1] + i * n + j]) * o[j]
+                        rv[i] = s
+                    for i in range(m):
+                        rv[n + i] = 0.0
+                    gemv(jv + blocks[2], n, n, o + n, rv, 1.0)
+                    gemv(pv + blocks[3], n, n_p, dp, rv, 1.0)
+                    gemv(pv + blocks[4], n, n_p, dp, rv, 1.0)
+                    gemv(av + blocks[5], m, n, o, rv + n, 1.0)
+                    gemv(av + blocks[6], m, n, o + n, rv + n, 1.0)
+                    gemv(av + blocks[7], m, n_p, dp, rv + n, 1.0)
+                    lu_solve(Kv, pivv, rv, N)
+                    for i in range(N):
+                        o[2 * n + i] = -rv[i]
+        return status == 0
 
     def tau_reads(self, int k):
         """The time terms kernel number k reads: 1 the forward ones, 2 the sensitivity ones."""
@@ -860,7 +939,8 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
     from row 0 (step i0 of the grid t0 + k h), all directions at once (tangent.pxd).
 
-    DT (nd, n_p): the parameter directions, one per row. dS is (N+1, nd, n_s); dQ, dV, dA, dW,
+    DT (nd, n_p): the parameter directions, one per row. dS is (N+1, n_s, nd) (by output, the
+    layout the products write); dQ, dV, dA, dW,
     dL are (rows, nd, size) with rows = N+1, or 2 to keep only the last two states (state i in
     row i % rows: the output sensitivities without the states'); row 0 of dQ, dV, dA, dW, dL
     must hold the sensitivities at row 0 (for hht-paper dW may be dA itself). Uses LU,
@@ -871,7 +951,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m
-    cdef int nd = <int>DT.shape[0], ldp = <int>DT.shape[1], lds = <int>dS.shape[2], pivot = 0
+    cdef int nd = <int>DT.shape[0], ldp = <int>DT.shape[1], pivot = 0
     cdef Scheme c = scheme(h, alpha, kind)
     cdef Arena arena, parena
     cdef TangentWork w
@@ -921,7 +1001,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         collect_products(km, &c, &w, dt, ldp, nd)
         d0 = tangents_at(dQ, dV, dA, dW, dL, 0)
         load_tangents(km, &d0, w.T[0], nd)
-        output_tangents(km, &w, w.T[0], nd, &dS[0, 0, 0], lds)
+        output_tangents(km, &w, w.T[0], nd, &dS[0, 0, 0])
         while i < N:
             if i % INTERRUPT_EVERY == 0 and interrupted():
                 pivot = -1
@@ -937,7 +1017,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             if rows > N or i + 1 == N:      # with two rows only the last state is returned
                 d1 = tangents_at(dQ, dV, dA, dW, dL, (i + 1) % rows)
                 store_tangents(km, w.T[1], &d1, nd)
-            output_tangents(km, &w, w.T[1], nd, &dS[i + 1, 0, 0], lds)
+            output_tangents(km, &w, w.T[1], nd, &dS[i + 1, 0, 0])
             tmp = w.T[0]
             w.T[0] = w.T[1]
             w.T[1] = tmp

@@ -53,6 +53,7 @@ cdef extern from "symdae_kernels.h":
     enum: SYMDAE_LU_UNSTABLE
     ctypedef int (*symdae_lu_factor)(const double* K, double* B, double tol) noexcept nogil
     ctypedef void (*symdae_lu_solve)(const double* B, double* b) noexcept nogil
+    ctypedef void (*symdae_lu_solve_rows)(const double* B, double* b, int nd) noexcept nogil
 
     ctypedef struct symdae_run:
         double t0, h
@@ -119,5 +120,6 @@ cdef extern from "symdae_kernels.h":
         symdae_lu_factor lu_factor
         symdae_lu_solve lu_solve
         symdae_lu_solve lu_solve_t
+        symdae_lu_solve_rows lu_solve_rows
         symdae_forward_steps forward_steps  # compiled_steps.h, or NULL
         symdae_backward_steps adjoint_steps  # compiled_steps.h, or NULL

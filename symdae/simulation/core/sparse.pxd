@@ -25,13 +25,14 @@
 # A kernel module may carry refactor, solve and solve_t written out for one pair of orders
 # (symdae/model/lu_plan.py: the same operations with constant indices). Where a run's orders
 # are those (factors.pxd proposes them at the first factorisation), the SparseLU holds that
-# code (mfactor, msolve, msolve_t) and factorize/apply call it instead of the loops below.
+# code (mfactor, msolve, msolve_t, msolve_rows) and factorize/apply call it instead of the loops
+# below.
 from libc.math cimport fabs
 from libc.string cimport memcpy, memset
 
 from symdae.simulation.core.dense cimport lu_factor, lu_solve, lu_solve_t, DBL_EPSILON, DBL_MAX
 from symdae.simulation.core.kernel_api cimport (SYMDAE_LU_UNSTABLE, symdae_lu_factor,
-                                                symdae_lu_solve)
+                                                symdae_lu_solve, symdae_lu_solve_rows)
 from symdae.simulation.core.scheme cimport Arena, take, take_int
 
 cdef enum:
@@ -74,6 +75,7 @@ cdef struct SparseLU:
     symdae_lu_factor mfactor    # the kernel module's code for these orders, or NULL
     symdae_lu_solve msolve
     symdae_lu_solve msolve_t
+    symdae_lu_solve_rows msolve_rows
 
 
 cdef inline void carve_sparse(Arena* ar, SparseLU* a, int N) noexcept nogil:
@@ -103,6 +105,7 @@ cdef inline void loops_only(SparseLU* a) noexcept nogil:
     a.mfactor = NULL
     a.msolve = NULL
     a.msolve_t = NULL
+    a.msolve_rows = NULL
 
 
 cdef inline void structure_of(SparseLU* a, double* K, int n_dyn) noexcept nogil:
@@ -395,10 +398,15 @@ cdef inline void apply_many(const SparseLU* a, const double* B, const int* piv, 
     nd is: apply()'s where the factorisation is dense or the kernel module's written-out
     solve is in use (one right-hand side at a time: that straight-line code beats the loops
     below even for several, the engine mount's four directions 1 100 -> 270 instructions per
-    step), else those of the loops below, whose loops over the right-hand sides are innermost
+    step; on the strided entries in place, which spares copying each one in and out: 646 ->
+    290), else those of the loops below, whose loops over the right-hand sides are innermost
     (apply()'s operations in another order: the same numbers)."""
     cdef int i, k, e, d, N = a.N, j
     cdef double l
+    if piv[N] == SPARSE and a.msolve_rows != NULL:
+        for d in range(nd):
+            a.msolve_rows(B, b + d, nd)
+        return
     if piv[N] != SPARSE or a.msolve != NULL:
         for d in range(nd):
             for k in range(N):

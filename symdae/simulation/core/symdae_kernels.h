@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 16
+#define SYMDAE_ABI_VERSION 17
 
 typedef struct {
     double t;
@@ -80,6 +80,8 @@ typedef struct {
 #define SYMDAE_LU_UNSTABLE (-2)
 typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
 typedef void (*symdae_lu_solve)(const double *B, double *b);
+/* lu_solve on one of nd right-hand sides stored by row: b[k nd] is its entry k */
+typedef void (*symdae_lu_solve_rows)(const double *B, double *b, int nd);
 
 /* The run the compiled steps below work on: its time grid, the scheme's coefficients
  * (scheme.pxd), the parameters and the trajectory's rows (the forward steps write the states
@@ -163,6 +165,7 @@ typedef struct {
     symdae_lu_factor lu_factor;
     symdae_lu_solve lu_solve;
     symdae_lu_solve lu_solve_t;
+    symdae_lu_solve_rows lu_solve_rows;
     /* the forward sweep's compiled steps, or NULL (a module without the written-out LU, with
      * graph kernels, or whose residual jumps) */
     symdae_forward_steps forward_steps;

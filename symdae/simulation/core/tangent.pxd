@@ -62,7 +62,6 @@ cdef struct TangentWork:
     double* T[2]     # the tangents of x_i, x_{i+1}: (dq, dv, da, dlam, dw) ((4n + m) x nd)
     double* xnew     # (dqhat, dvhat) (2n x nd)
     double* rhs      # (n + m) x nd
-    double* ds       # n_s x nd
     double* scratch  # (n + m) x nd, for the solves
     int* used        # (n_p) 1 where a direction moves the parameter
     Product prod[N_PRODUCTS]
@@ -90,7 +89,6 @@ cdef inline void carve_tangent_work(Arena* a, TangentWork* w, int n, int m, int 
     w.D = take(a, n_p * nd)
     w.xnew = take(a, 2 * n * nd)
     w.rhs = take(a, (n + m) * nd)
-    w.ds = take(a, n_s * nd)
     w.scratch = take(a, (n + m) * nd)
     w.used = take_int(a, n_p)
 
@@ -263,10 +261,9 @@ cdef inline void tangent_step(const symdae_model* km, const Scheme* c, TangentWo
 
 
 cdef inline void output_tangents(const symdae_model* km, TangentWork* w, const double* T,
-                                 int nd, double* ds, int lds) noexcept nogil:
-    """ds[d] (rows lds apart) = S_x dx + S_p dp along direction d, at the state whose
+                                 int nd, double* ds) noexcept nogil:
+    """ds (n_s x nd, by row) = S_x dx + S_p dp along the nd directions, at the state whose
     tangents T holds and whose blocks w.S holds."""
-    memset(w.ds, 0, km.n_s * nd * sizeof(double))
-    product(&w.prod[OUT_STATE], w.S, T, w.ds, nd)
-    product(&w.prod[OUT_PARAMS], w.S, w.D, w.ds, nd)
-    by_direction(ds, w.ds, lds, km.n_s, nd)
+    memset(ds, 0, km.n_s * nd * sizeof(double))
+    product(&w.prod[OUT_STATE], w.S, T, ds, nd)
+    product(&w.prod[OUT_PARAMS], w.S, w.D, ds, nd)
