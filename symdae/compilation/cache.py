@@ -63,7 +63,8 @@ _CORE = _PKG / "simulation" / "core"
 # interface, and the C the module includes (the compiled steps and the loops they share)
 GENERATOR_SOURCES = ("model/definition.py", "model/derivation.py", "model/kernels.py",
                      "model/graph.py", "model/graph_kernels.py", "model/emit.py",
-                     "model/lu_plan.py", "model/printer.py", "simulation/core/symdae_kernels.h",
+                     "model/lu_plan.py", "model/tangent_products.py", "model/printer.py",
+                     "simulation/core/symdae_kernels.h",
                      "simulation/core/kernel_api.pxd", "simulation/core/compiled_steps.h",
                      "simulation/core/vector_ops.h")
 

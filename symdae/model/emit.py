@@ -71,6 +71,7 @@ from .kernels import (
 from .lu_plan import MAX_UPDATES, lu_lines, plan_lu
 from .nonsmooth import has_jumps
 from .printer import CPrinter, c_block
+from .tangent_products import TANGENT_ND, tangent_lines
 
 __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH_MIN_NODES",
            "GRAPH_MIN_ROW_NODES", "hoist_time_terms",
@@ -1077,6 +1078,13 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",
             "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil"]
                        ) + [""]
+    # a graph module's derivative kernels write what its column passes reach: its products
+    # keep to the core's lists
+    tangent = tangent_lines([e != 0 for e in table["jacobians"][0]],
+                            [e != 0 for e in table["output_jacobians"][0]],
+                            ds.n, ds.m, sizes.n_s) if not graph else None
+    if tangent is not None:
+        out += tangent.code + [""]
     out += ["cdef symdae_model _model", "_model.abi_version = SYMDAE_ABI_VERSION"]
     out += [f"_model.{key} = {sz[key]}"
             for key in ("n", "m", "n_p", "n_u", "n_s", "n_tau", "n_st")]
@@ -1114,5 +1122,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 "_model.lu_solve_rows = NULL"]
     out.append("_model.forward_steps = " + ("sd_forward_steps" if steps else "NULL"))
     out.append("_model.adjoint_steps = " + ("sd_adjoint_steps" if steps else "NULL"))
+    if tangent is not None:
+        out += tangent.table
+    else:
+        out += [f"_model.tangent.nnz[{k}] = 0" for k in range(3)]
+        out += [f"_model.tangent.fn[{nd}][{k}] = NULL"
+                for nd in range(TANGENT_ND + 1) for k in range(3)]
     out += ['kernels = PyCapsule_New(<void*>&_model, b"symdae.model", NULL)', ""]
     return "\n".join(out)

@@ -153,7 +153,9 @@ class Counters:
     jacobian_refreshes: int = 0      # factorisations at a later Newton iterate
     newton_restarts: int = 0         # repeated solves of a step (hht.pyx's forward loop)
     compiled_steps: int = 0          # of the steps, those the model module's compiled steps
-                                     # took (compiled_steps.h), the rest the core's generic step
+                                     # took (compiled_steps.h), the rest the core's generic
+                                     # step; a tangent sweep's: those taken with the module's
+                                     # written-out products (tangent_products.py)
 
     def as_dict(self) -> dict:
         return dict(steps=self.steps, newton_iterations=self.newton_iterations,

@@ -92,9 +92,9 @@ class CompiledBackend:
         self.hht = hht
         self.module = module
         self.pool = ArrayPool()      # the sweeps' arrays, reused across runs (workspace.py)
-        # the forward and adjoint sweeps' steps in the model module's compiled code where it
-        # has them (compiled_steps.h; False: the core's generic steps only,
-        # the same numbers)
+        # the forward and adjoint sweeps' steps and the tangent sweep's products in the model
+        # module's compiled code where it has them (compiled_steps.h, tangent_products.py;
+        # False: the core's generic steps and lists only, the same numbers)
         self.use_compiled_steps = True
         self.kernels = hht.Kernels(module)
         k = self.kernels
@@ -260,9 +260,11 @@ class CompiledBackend:
             rep = self.hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dW,
-                                    dL, dS, g.i0, fwd.order)
+                                    dL, dS, g.i0, fwd.order, self.use_compiled_steps)
         raise_if_interrupted(rep, g, "tangent")
-        report = SweepReport("ok" if rep["status"] == 0 else "singular", step=rep["step"])
+        report = SweepReport("ok" if rep["status"] == 0 else "singular",
+                             Counters(compiled_steps=int(rep["compiled_steps"])),
+                             step=rep["step"])
         keep = slice(None) if states else slice(g.N % rows, g.N % rows + 1)
         return TangentArrays(dQ[keep, :, :sz.n], dV[keep, :, :sz.n], dA[keep, :, :sz.n],
                              dL[keep, :, :sz.m], dS[:, :sz.n_s].transpose(0, 2, 1), report,

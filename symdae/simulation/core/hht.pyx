@@ -36,6 +36,7 @@ from symdae.simulation.core.newton cimport (Status, OK, NEWTON_FAILED, SINGULAR,
                                  StepOutcome, newton_step, factor_into, far_root)
 from symdae.simulation.core.tangent cimport (TangentWork, Tangents, carve_tangent_work,
                                              carve_products, written_entries, collect_products,
+                                             written_products,
                                              state_blocks, load_tangents, store_tangents,
                                              tangent_step, output_tangents)
 from symdae.simulation.core.adjoint cimport AdjointWork, adjoint_step, initial_g_adjoint
@@ -935,23 +936,25 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             double[:, ::1] L, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             double[:, ::1] ST, const double[:, ::1] DT, double[:, :, ::1] dQ, double[:, :, ::1] dV,
             double[:, :, ::1] dA, double[:, :, ::1] dW, double[:, :, ::1] dL,
-            double[:, :, ::1] dS, Py_ssize_t i0, const int[::1] order):
+            double[:, :, ::1] dS, Py_ssize_t i0, const int[::1] order, bint compiled=True):
     """Tangent-linear (forward sensitivity) sweep of the forward scheme, over the N steps
     from row 0 (step i0 of the grid t0 + k h), all directions at once (tangent.pxd).
 
     DT (nd, n_p): the parameter directions, one per row. dS is (N+1, n_s, nd) (by output, the
-    layout the products write); dQ, dV, dA, dW,
-    dL are (rows, nd, size) with rows = N+1, or 2 to keep only the last two states (state i in
-    row i % rows: the output sensitivities without the states'); row 0 of dQ, dV, dA, dW, dL
-    must hold the sensitivities at row 0 (for hht-paper dW may be dA itself). Uses LU,
-    PIV, TAU and ST from forward() when given, else refactorises at each state, with the sparse
-    LU orders ``order`` of that forward run. Returns {"status", "step"} (INTERRUPTED on
-    Ctrl-C, interrupt.pxd; SINGULAR with the
-    step whose matrix was singular).
+    layout the products write); dQ, dV, dA, dW, dL are (rows, nd, size) with rows = N+1, or 2
+    to keep only the last two states (state i in row i % rows: the output sensitivities
+    without the states'); row 0 of dQ, dV, dA, dW, dL must hold the sensitivities at row 0
+    (for hht-paper dW may be dA itself). Uses LU, PIV, TAU and ST from forward() when given,
+    else refactorises at each state, with the sparse LU orders ``order`` of that forward run.
+    ``compiled``: the kernel module's written-out products where it has them (False: the
+    core's lists only, the same numbers). Returns {"status", "step", "compiled_steps": the
+    steps taken with the written-out products} (INTERRUPTED on Ctrl-C, interrupt.pxd;
+    SINGULAR with the step whose matrix was singular).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m
     cdef int nd = <int>DT.shape[0], ldp = <int>DT.shape[1], pivot = 0
+    cdef bint written = False
     cdef Scheme c = scheme(h, alpha, kind)
     cdef Arena arena, parena
     cdef TangentWork w
@@ -999,6 +1002,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     arena_check(&parena, pmem)
     with nogil:
         collect_products(km, &c, &w, dt, ldp, nd)
+        written = written_products(km, &c, &w, nd, compiled)
         d0 = tangents_at(dQ, dV, dA, dW, dL, 0)
         load_tangents(km, &d0, w.T[0], nd)
         output_tangents(km, &w, w.T[0], nd, &dS[0, 0, 0])
@@ -1029,8 +1033,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             w.P[1] = tmp
             i += 1
     if pivot < 0:
-        return {"status": INTERRUPTED, "step": i0 + i}
-    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1}
+        return {"status": INTERRUPTED, "step": i0 + i, "compiled_steps": i if written else 0}
+    return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1,
+            "compiled_steps": i if written else 0}
 
 
 # ---------------------------------------------------------------------------- adjoint

@@ -55,6 +55,13 @@ cdef extern from "symdae_kernels.h":
     ctypedef void (*symdae_lu_solve)(const double* B, double* b) noexcept nogil
     ctypedef void (*symdae_lu_solve_rows)(const double* B, double* b, int nd) noexcept nogil
 
+    enum: SYMDAE_TANGENT_ND
+    ctypedef void (*symdae_tangent_product)(const double* vals, const double* x, double* y,
+                                            const double* coef) noexcept nogil
+    ctypedef struct symdae_tangent_products:
+        int nnz[3]
+        symdae_tangent_product fn[5][3]     # [nd][product] for nd <= SYMDAE_TANGENT_ND = 4
+
     ctypedef struct symdae_run:
         double t0, h
         long offset
@@ -123,3 +130,4 @@ cdef extern from "symdae_kernels.h":
         symdae_lu_solve_rows lu_solve_rows
         symdae_forward_steps forward_steps  # compiled_steps.h, or NULL
         symdae_backward_steps adjoint_steps  # compiled_steps.h, or NULL
+        symdae_tangent_products tangent     # tangent_products.py's written-out products

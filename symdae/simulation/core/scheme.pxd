@@ -41,7 +41,6 @@ cdef extern from "vector_ops.h":
                       double* vh, int n) noexcept nogil
     void sd_corrector(double s, double gh, const double* y, const double* qh, const double* vh,
                       double* q, double* v, int n) noexcept nogil
-    void sd_scale(double alpha, const double* x, double* y, int n) noexcept nogil
     void sd_predictor_adjoint(double h, double ca, double cq, double cv1, double cvq, double rp,
                               const double* qh, const double* vh, double* qb, double* vb,
                               double* ab, double* wb, int n) noexcept nogil

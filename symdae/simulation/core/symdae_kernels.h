@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 17
+#define SYMDAE_ABI_VERSION 18
 
 typedef struct {
     double t;
@@ -82,6 +82,21 @@ typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
 typedef void (*symdae_lu_solve)(const double *B, double *b);
 /* lu_solve on one of nd right-hand sides stored by row: b[k nd] is its entry k */
 typedef void (*symdae_lu_solve_rows)(const double *B, double *b, int nd);
+
+/* The tangent sweep's products with the state Jacobian blocks written out for nd = 1 ..
+ * SYMDAE_TANGENT_ND directions (symdae/model/tangent_products.py): tangent.pxd's NEW_STATE,
+ * OLD_STATE and OUT_STATE products entry for entry, in the order its collect_products lists
+ * them, with constant indices: y += P(vals) x, x and y by row (entry k of direction d at
+ * k nd + d), coef = (c_M, 1 / s, -alpha_p). fn[nd][k] is product k for nd directions (NULL:
+ * none, the core's lists then), nnz[k] its entries: the core takes it where its structure
+ * pass counted as many. */
+#define SYMDAE_TANGENT_ND 4
+typedef void (*symdae_tangent_product)(const double *vals, const double *x, double *y,
+                                       const double *coef);
+typedef struct {
+    int nnz[3];
+    symdae_tangent_product fn[SYMDAE_TANGENT_ND + 1][3];
+} symdae_tangent_products;
 
 /* The run the compiled steps below work on: its time grid, the scheme's coefficients
  * (scheme.pxd), the parameters and the trajectory's rows (the forward steps write the states
@@ -170,6 +185,7 @@ typedef struct {
      * graph kernels, or whose residual jumps) */
     symdae_forward_steps forward_steps;
     symdae_backward_steps adjoint_steps;    /* compiled_steps.h, or NULL (as forward_steps) */
+    symdae_tangent_products tangent;        /* the tangent sweep's written-out products */
 } symdae_model;
 
 #endif

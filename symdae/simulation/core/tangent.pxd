@@ -21,15 +21,18 @@
 from libc.string cimport memset
 
 from symdae.simulation.core.kernel_api cimport (symdae_args, symdae_model, SYMDAE_JACOBIANS,
-                                     SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS)
-from symdae.simulation.core.scheme cimport (Scheme, Arena, take, take_int, predictor, recursion,
-                                            call, sd_corrector, sd_scale)
+                                     SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS,
+                                     SYMDAE_TANGENT_ND, symdae_tangent_product)
+from symdae.simulation.core.scheme cimport Scheme, Arena, take, take_int, predictor, call
 from symdae.simulation.core.sparse cimport SparseLU, apply_many, sentinel
 
 
 cdef extern from "vector_ops.h":
     void sd_product(int nnz, const int* row, const int* col, const int* at, const double* coef,
                     const double* vals, const double* x, double* y, int nd) noexcept nogil
+    void sd_tangent_corrector(double s, double gh, double ry, double rp, const double* y,
+                              const double* qh, const double* vh, const double* a0, double* q,
+                              double* v, double* a, double* w, int n, int nl) noexcept nogil
 
 
 cdef struct Product:
@@ -65,6 +68,10 @@ cdef struct TangentWork:
     double* scratch  # (n + m) x nd, for the solves
     int* used        # (n_p) 1 where a direction moves the parameter
     Product prod[N_PRODUCTS]
+    # the kernel module's written-out product for these directions, or NULL (the lists);
+    # coef: their coefficients (c_M, 1 / s, -alpha_p), as collect_products gives them
+    symdae_tangent_product written[N_PRODUCTS]
+    double coef[3]
 
 
 cdef struct Tangents:
@@ -147,7 +154,9 @@ cdef inline void collect_products(const symdae_model* km, const Scheme* c, Tange
                                   const double* DT, int ldp, int nd) noexcept nogil:
     """The directions DT (nd rows, ldp apart) into w.D, and the entry lists of every product
     from the structure written_entries left in w (a counting pass while the lists are NULL);
-    the parameter blocks only in the columns that a direction moves."""
+    the parameter blocks only in the columns that a direction moves. Its twin for the state
+    blocks, symdae/model/tangent_products.py, writes the same entries out in the same order
+    (tests/simulation/test_tangent_products.py compares them bit for bit)."""
     cdef int n = km.n, m = km.m, n_p = km.n_p, n_s = km.n_s, nx = 3 * km.n + km.m, k, d
     cdef const double* J = w.J[0]
     cdef const double* P = w.P[0]
@@ -182,11 +191,41 @@ cdef inline void collect_products(const symdae_model* km, const Scheme* c, Tange
     block(&w.prod[OUT_PARAMS], w.S, n_s * nx, n_s, n_p, 0, 0, 1.0, False, u)
 
 
-cdef inline void product(const Product* P, const double* vals, const double* x, double* y,
-                         int nd) noexcept nogil:
-    """y += P(vals) x for the nd directions (x, y by row: entry k of direction d at k nd + d;
-    y overlaps neither x nor vals)."""
-    sd_product(P.nnz, P.row, P.col, P.at, P.coef, vals, x, y, nd)
+cdef inline bint written_products(const symdae_model* km, const Scheme* c, TangentWork* w,
+                                  int nd, bint use) noexcept nogil:
+    """The kernel module's written-out products (symdae/model/tangent_products.py) for nd
+    directions where ``use`` is set, the module has them and collect_products counted the
+    entries they were written for (the same entries, in the same order: the same numbers);
+    else the lists. True where every product with the state blocks the step takes is
+    written out."""
+    cdef int k
+    cdef int which[3]
+    which[0] = NEW_STATE
+    which[1] = OLD_STATE
+    which[2] = OUT_STATE
+    w.coef[0] = c.cM
+    w.coef[1] = 1.0 / c.s
+    w.coef[2] = -c.ap
+    for k in range(N_PRODUCTS):
+        w.written[k] = NULL
+    if not use or nd > SYMDAE_TANGENT_ND:
+        return False
+    for k in range(3):
+        if km.tangent.fn[nd][k] != NULL and km.tangent.nnz[k] == w.prod[which[k]].nnz:
+            w.written[which[k]] = km.tangent.fn[nd][k]
+    return (w.written[NEW_STATE] != NULL and w.written[OUT_STATE] != NULL
+            and (c.ap == 0.0 or w.written[OLD_STATE] != NULL))
+
+
+cdef inline void product(const TangentWork* w, int k, const double* vals, const double* x,
+                         double* y, int nd) noexcept nogil:
+    """y += P(vals) x for product k and the nd directions (x, y by row: entry k of direction
+    d at k nd + d; y overlaps neither x nor vals)."""
+    cdef const Product* P = &w.prod[k]
+    if w.written[k] != NULL:
+        w.written[k](vals, x, y, w.coef)
+    else:
+        sd_product(P.nnz, P.row, P.col, P.at, P.coef, vals, x, y, nd)
 
 
 cdef inline void state_blocks(const symdae_model* km, const symdae_args* x, double* J, double* P,
@@ -249,15 +288,15 @@ cdef inline void tangent_step(const symdae_model* km, const Scheme* c, TangentWo
     cdef int q = 0, v = nn, a = 2 * nn, wa = (3 * km.n + km.m) * nd
     predictor(c, T0 + q, T0 + v, T0 + wa, T0 + a, w.xnew, w.xnew + nn, nn)
     memset(b, 0, (n + m) * nd * sizeof(double))
-    product(&w.prod[NEW_STATE], w.J[1], w.xnew, b, nd)
-    product(&w.prod[NEW_PARAMS], w.P[1], w.D, b, nd)
+    product(w, NEW_STATE, w.J[1], w.xnew, b, nd)
+    product(w, NEW_PARAMS, w.P[1], w.D, b, nd)
     if c.ap != 0.0:
-        product(&w.prod[OLD_STATE], w.J[0], T0, b, nd)
-        product(&w.prod[OLD_PARAMS], w.P[0], w.D, b, nd)
+        product(w, OLD_STATE, w.J[0], T0, b, nd)
+        product(w, OLD_PARAMS, w.P[0], w.D, b, nd)
     apply_many(lu, LU, piv, b, nd, w.scratch)
-    sd_corrector(-c.s, -c.gh, b, w.xnew, w.xnew + nn, T1 + q, T1 + v, nn)
-    sd_scale(-1.0, b, T1 + a, nn + m * nd)     # (da, dlam): T1 holds lam's after a's
-    recursion(c, T1 + a, T0 + a, T1 + wa, nn)
+    # (dq, dv, da, dw, then dlam: T1 holds lam's after a's)
+    sd_tangent_corrector(c.s, c.gh, c.ry, c.rp, b, w.xnew, w.xnew + nn, T0 + a, T1 + q, T1 + v,
+                         T1 + a, T1 + wa, nn, m * nd)
 
 
 cdef inline void output_tangents(const symdae_model* km, TangentWork* w, const double* T,
@@ -265,5 +304,5 @@ cdef inline void output_tangents(const symdae_model* km, TangentWork* w, const d
     """ds (n_s x nd, by row) = S_x dx + S_p dp along the nd directions, at the state whose
     tangents T holds and whose blocks w.S holds."""
     memset(ds, 0, km.n_s * nd * sizeof(double))
-    product(&w.prod[OUT_STATE], w.S, T, ds, nd)
-    product(&w.prod[OUT_PARAMS], w.S, w.D, ds, nd)
+    product(w, OUT_STATE, w.S, T, ds, nd)
+    product(w, OUT_PARAMS, w.S, w.D, ds, nd)

@@ -136,11 +136,24 @@ static inline void sd_corrector_adjoint(double ry, double s, double gh,
         r[k] = ab[k] + ry * wb[k] + s * qb[k] + gh * vb[k];
 }
 
-/* y = alpha x */
-static inline void sd_scale(double alpha, const double *restrict x, double *restrict y, int n)
+/* The tangent of x_{i+1} from the solution y of its step (tangent.pxd's tangent_step): dq =
+ * dqhat + (-s) y, dv = dvhat + (-gh) y, da = -1 y, dw = ry da + rp da_i over the n entries, then
+ * dlam = -1 y over the nl after them; in one pass (the three loops it replaces each cost
+ * their own set-up and remainder on the engine mount's 16 entries) */
+static inline void sd_tangent_corrector(double s, double gh, double ry, double rp,
+                                        const double *restrict y, const double *restrict qh,
+                                        const double *restrict vh, const double *restrict a0,
+                                        double *restrict q, double *restrict v,
+                                        double *restrict a, double *restrict w, int n, int nl)
 {
-    for (int k = 0; k < n; k++)
-        y[k] = alpha * x[k];
+    for (int k = 0; k < n; k++) {
+        q[k] = qh[k] + (-s) * y[k];
+        v[k] = vh[k] + (-gh) * y[k];
+        a[k] = -1.0 * y[k];
+        w[k] = ry * a[k] + rp * a0[k];
+    }
+    for (int k = n; k < n + nl; k++)
+        a[k] = -1.0 * y[k];
 }
 
 /* The Newton residual from the residual kernel's terms res = [Ma, g, C] (newton.pxd):
