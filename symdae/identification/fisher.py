@@ -103,8 +103,9 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
     ds = tangent(system, traj, params, states=False).ds
     cols = [model.output_names.index(o) for o in outs]
     values = np.array([traj.params[p] for p in params])
+    # np.take copies the chosen outputs' rows several times faster than fancy indexing does
     return OutputSensitivities(traj.t.copy(), tuple(outs), tuple(params), values,
-                               np.ascontiguousarray(ds[:, cols, :]))
+                               np.take(ds, cols, axis=1))
 
 
 # ---------------------------------------------------------------------------- noise
@@ -185,10 +186,10 @@ def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     else:
         Linv = linalg.solve_triangular(L, np.eye(n_out), lower=True)
         Z = (Linv @ S.transpose(1, 0, 2).reshape(n_out, ns * nb)).reshape(n_out, ns, nb)
-    w = np.sqrt(np.asarray(eta, dtype=float))
+    eta = np.asarray(eta, dtype=float)
     # weights of 1 (the default "sum") leave Z as it is: x * 1 = x, without the temporary,
     # which for one output costs more than the product
-    A = (Z if np.all(w == 1.0) else Z * w[None, :, None]).reshape(n_out * ns, nb)
+    A = (Z if np.all(eta == 1.0) else Z * np.sqrt(eta)[None, :, None]).reshape(n_out * ns, nb)
     return A.T @ A
 
 

@@ -26,8 +26,9 @@ __all__ = ["TANGENT_ND", "MAX_ENTRIES", "ProductEntry", "state_products", "tange
 TANGENT_ND = 4
 # every direction count is a copy of each product's entries: above this many entries (over
 # the three products) the module keeps to the core's lists, whose cost per entry matters
-# less where the kernels are large
-MAX_ENTRIES = 400
+# less where the kernels are large. Written out, the flexible beam's 227 entries took its
+# cold build from 3.9 to 4.5-5.0 s and the spring chain's 234 from 3.3-3.4 to 3.7-4.2 s
+MAX_ENTRIES = 128
 
 # the three products, in the order of symdae_tangent_products.fn's second index
 PRODUCTS = ("new_state", "old_state", "outputs")
