@@ -82,7 +82,9 @@ def timing_parser(description: str, quick: int, full: int, clock: str) -> argpar
 
 def with_generic_step(backend, fn):
     """fn run with every forward and adjoint step in the core's generic steps instead of the
-    kernel module's compiled ones (``use_compiled_steps``), for interleaved comparisons."""
+    kernel module's compiled ones, and the tangent sweep's products in the core's lists
+    instead of the module's written-out ones (``use_compiled_steps``), for interleaved
+    comparisons."""
     def run():
         backend.use_compiled_steps = False
         try:

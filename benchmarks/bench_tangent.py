@@ -16,7 +16,11 @@ same rounds:
 * Fisher information of the four free parameters (simulate + output sensitivities of a1 +
   F), the cost the issue's goal bounds by 1 + 0.25 k = 2 forward sweeps; and again with the
   forward sweep keeping its time terms (``keep_time_terms=True``, what the Gauss-Newton
-  Jacobian's forward sweep does), which the tangent sweep then reads.
+  Jacobian's forward sweep does), which the tangent sweep then reads;
+* "outputs only k=4, lists" and "Fisher, time terms kept, lists": the same with the tangent
+  sweep's products in the core's entry lists instead of the kernel module's written-out ones
+  and every forward step generic (``use_compiled_steps = False``; skipped where the installed
+  symdae lacks it).
 
 It also prints the cost of one more direction (the least-squares line of the ratios over k).
 """
@@ -30,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CLOCKS, machine_line, shuffled_times, timing_parser  # noqa: E402
+from _common import (CLOCKS, machine_line, shuffled_times, timing_parser,  # noqa: E402
+                     with_generic_step)
 
 import symdae  # noqa: E402
 from symdae.identification.fisher import fisher_information, output_sensitivities  # noqa: E402
@@ -65,6 +70,10 @@ def contenders() -> dict:
     funcs["Fisher (4 parameters)"] = fisher
     if "keep_time_terms" in inspect.signature(system.simulate).parameters:
         funcs["Fisher, time terms kept"] = fisher_kept
+    if hasattr(system.backend, "use_compiled_steps"):
+        funcs["outputs only k=4, lists"] = with_generic_step(
+            system.backend, lambda: tangent(system, traj, order[:4], states=False))
+        funcs["Fisher, time terms kept, lists"] = with_generic_step(system.backend, fisher_kept)
     return funcs
 
 
@@ -77,11 +86,11 @@ def main(argv=None) -> int:
           f"{args.clock} clock")
     t = shuffled_times(contenders(), reps, CLOCKS[args.clock])
     fwd = float(np.median(t["forward"]))
-    print(f"{'contender':>24s} {'median ms':>10s} {'/ forward':>10s} {'min/min':>8s}")
+    print(f"{'contender':>30s} {'median ms':>10s} {'/ forward':>10s} {'min/min':>8s}")
     ratios = {}
     for name, x in t.items():
         ratios[name] = float(np.median(x)) / fwd
-        print(f"{name:>24s} {1e3 * np.median(x):10.3f} {ratios[name]:10.3f} "
+        print(f"{name:>30s} {1e3 * np.median(x):10.3f} {ratios[name]:10.3f} "
               f"{np.min(x) / np.min(t['forward']):8.3f}")
     for what in ("tangent", "outputs only"):
         if f"{what} k=1" in ratios:
