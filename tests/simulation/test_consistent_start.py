@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import symdae
-from symdae.errors import InconsistentInitialStateError, SingularMatrixError
+from symdae.errors import InconsistentInitialStateError, InputError, SingularMatrixError
 from symdae.simulation.initial import initial_state
 
 import maxwell_models
@@ -210,3 +210,18 @@ def test_initial_tangent_in_one_call_equals_the_general_path(name, monkeypatch):
                                                              1e-300))
     print(name, max(errs))
     assert max(errs) <= 1e-12
+
+
+def test_initial_tangent_names_arrays_of_the_wrong_shape():
+    model, ns = symdae.load_model("fourbar")
+    system = symdae.compile_model(model)
+    sz = system.sizes
+    z = np.zeros
+    state = (0.0, z(sz.n), z(sz.n), z(sz.n), z(sz.m), z(sz.n_p))
+    with pytest.raises(InputError, match="directions"):
+        system.backend.initial_tangent(*state, z(sz.n_u), z((sz.n_p + 1, 2)), z(2 * sz.n))
+    # the compiled call itself: out has 3 rows for 2 directions
+    with pytest.raises(ValueError, match="initial_tangent: directions"):
+        system.backend.kernels.initial_tangent(*state, z(max(sz.n_u, 1)), z((2, sz.n_p)),
+                                               z(2 * sz.n), system.backend._initial_blocks,
+                                               z((3, sz.nx)))

@@ -95,7 +95,7 @@ cdef struct StartDerivativeWork:
 
 
 cdef void carve_start_derivative(Arena* a, StartDerivativeWork* w,
-                              const symdae_model* km) noexcept nogil:
+                                 const symdae_model* km) noexcept nogil:
     cdef int N = km.n + km.m
     w.K0 = take(a, N * N)
     w.jac = take(a, km.kernel[SYMDAE_JACOBIANS].out_size)
@@ -395,6 +395,12 @@ cdef class Kernels:
         cdef const double* dp
         cdef double* o
         cdef double s
+        # the nogil loops below read these unchecked
+        if (DT.shape[1] < max(n_p, 1) or out.shape[0] != nd or out.shape[1] < 3 * n + m
+                or blocks.shape[0] < 10 or from_model.shape[0] < 2 * n):
+            raise ValueError(f"initial_tangent: directions {DT.shape}, out {out.shape}, "
+                             f"blocks {blocks.shape[0]}, from_model {from_model.shape[0]} "
+                             f"for n = {n}, m = {m}, n_p = {n_p}")
         memset(&arena, 0, sizeof(Arena))      # one block for the scratch (consistent_start)
         carve_start_derivative(&arena, &sw, self.km)
         mem = arena_allocate(&arena)
