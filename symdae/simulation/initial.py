@@ -50,6 +50,12 @@ class InitialState:
     projected: bool       # q0, v0 were projected onto the constraints
     massless: tuple = ()  # rows initialised by their time derivative (massless nodes)
 
+    @property
+    def from_model(self) -> np.ndarray:
+        """(q_from_model, v_from_model) as 2n floats, 1 where the entry depends on p: the
+        mask the backends' initial_adjoint and initial_tangent take."""
+        return np.concatenate([self.q_from_model, self.v_from_model]).astype(float)
+
 
 class _At:
     """Kernel evaluation at one fixed point (t, q, v, a, lam, p, u), outputs split by block."""
@@ -303,9 +309,7 @@ def init_tangent(backend, x0: InitialState, p, t0, u0, D):
     """Sensitivities of (q0, v0, a0, lam0) along parameter directions D (n_p x nd)."""
     n = backend.sizes.n
     if not x0.massless:       # the usual case, in one compiled call where there is one
-        out = backend.initial_tangent(
-            t0, x0.q, x0.v, x0.a, x0.lam, p, u0, D,
-            np.concatenate([x0.q_from_model, x0.v_from_model]).astype(float))
+        out = backend.initial_tangent(t0, x0.q, x0.v, x0.a, x0.lam, p, u0, D, x0.from_model)
         if out is not None:
             return out
     K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
@@ -329,9 +333,8 @@ def init_adjoint(backend, x0: InitialState, p, t0, u0, xbar0):
     """dJ/dp contributed through x0, given the adjoint xbar0 = (qb, vb, ab, lb) of x0."""
     n, m = backend.sizes.n, backend.sizes.m
     if not x0.massless:       # the usual case, in one compiled call where there is one
-        grad = backend.initial_adjoint(
-            t0, x0.q, x0.v, x0.a, x0.lam, p, u0, xbar0,
-            np.concatenate([x0.q_from_model, x0.v_from_model]).astype(float))
+        grad = backend.initial_adjoint(t0, x0.q, x0.v, x0.a, x0.lam, p, u0, xbar0,
+                                       x0.from_model)
         if grad is not None:
             return grad
     K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)

@@ -120,6 +120,28 @@ cdef inline void initialisation_matrix(const symdae_model* km, const symdae_args
     call(km, SYMDAE_NEWTON, x, kw, K)
 
 
+cdef int start_blocks(const symdae_model* km, symdae_args* x,
+                      StartDerivativeWork* w) noexcept nogil:
+    """What initial_adjoint and initial_tangent read at the initial state x: its time and
+    state terms, the initialisation matrix factorised (w.K0, w.piv) and, where that
+    succeeds, the blocks of the jacobians, param_jacobians, initial_state_jacobian and
+    acceleration_constraint kernels. Returns lu_factor's status."""
+    cdef int k, status
+    for k in range(km.n_tau):
+        w.tau[k] = NAN      # the time terms no kernel here reads stay NaN
+    time_terms_for(km, x, w.tau, TAU_FORWARD | TAU_SENSITIVITY)
+    state_terms(km, x, w.st)     # once, for every kernel at this state
+    initialisation_matrix(km, x, w.K0)
+    status = lu_factor(w.K0, w.piv, km.n + km.m)
+    if status == 0:
+        call(km, SYMDAE_JACOBIANS, x, NULL, w.jac)
+        call(km, SYMDAE_PARAM_JACOBIANS, x, NULL, w.pj)
+        call(km, SYMDAE_INITIAL_STATE_JACOBIAN, x, NULL, w.ini)
+        if km.m > 0:
+            call(km, SYMDAE_ACCELERATION_CONSTRAINT, x, NULL, w.acc)
+    return status
+
+
 cdef class Kernels:
     """The kernel table of one compiled model (keeps its module alive).
 
@@ -329,16 +351,11 @@ cdef class Kernels:
         cdef double* bv = sw.qv
         cdef double* gv = sw.grad
         cdef int* pivv = sw.piv
-        for i in range(self.n_tau):
-            sw.tau[i] = NAN     # the time terms no kernel here reads stay NaN
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
         x.st = NULL
         with nogil:
-            time_terms_for(self.km, &x, sw.tau, TAU_FORWARD | TAU_SENSITIVITY)
-            state_terms(self.km, &x, sw.st)     # once, for every kernel at this state
-            initialisation_matrix(self.km, &x, Kv)
-            status = lu_factor(Kv, pivv, N)
+            status = start_blocks(self.km, &x, &sw)
             if status == 0:
                 # rb = -K0^{-T} (abar, lbar) = (r_d, r_c)
                 for i in range(N):
@@ -346,11 +363,6 @@ cdef class Kernels:
                 lu_solve_t(Kv, pivv, rv, N)
                 for i in range(N):
                     rv[i] = -rv[i]
-                call(self.km, SYMDAE_JACOBIANS, &x, NULL, jv)
-                call(self.km, SYMDAE_PARAM_JACOBIANS, &x, NULL, pv)
-                call(self.km, SYMDAE_INITIAL_STATE_JACOBIAN, &x, NULL, iv)
-                if m > 0:
-                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, av)
                 # grad = (PM + PG)^T r_d + Rc_p^T r_c
                 gemv_t(pv + blocks[3], n, n_p, rv, gv, 1.0)
                 gemv_t(pv + blocks[4], n, n_p, rv, gv, 1.0)
@@ -413,22 +425,12 @@ cdef class Kernels:
         cdef double* iv = sw.ini
         cdef double* rv = sw.rb
         cdef int* pivv = sw.piv
-        for i in range(self.n_tau):
-            sw.tau[i] = NAN     # the time terms no kernel here reads stay NaN
         cdef symdae_args x
         x.t, x.q, x.v, x.a, x.lam, x.p, x.u = t, &q[0], &v[0], &a[0], &lam[0], &p[0], &u[0]
         x.st = NULL
         with nogil:
-            time_terms_for(self.km, &x, sw.tau, TAU_FORWARD | TAU_SENSITIVITY)
-            state_terms(self.km, &x, sw.st)     # once, for every kernel at this state
-            initialisation_matrix(self.km, &x, Kv)
-            status = lu_factor(Kv, pivv, N)
+            status = start_blocks(self.km, &x, &sw)
             if status == 0:
-                call(self.km, SYMDAE_JACOBIANS, &x, NULL, jv)
-                call(self.km, SYMDAE_PARAM_JACOBIANS, &x, NULL, pv)
-                call(self.km, SYMDAE_INITIAL_STATE_JACOBIAN, &x, NULL, iv)
-                if m > 0:
-                    call(self.km, SYMDAE_ACCELERATION_CONSTRAINT, &x, NULL, av)
                 for d in range(nd):
                     dp = &DT[d, 0]
                     o = &out[d, 0]
