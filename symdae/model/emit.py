@@ -9,8 +9,9 @@ written (the core zeroes each output buffer once), common subexpressions are sha
 chunk, and very large kernels are split into chunks so the C compiler stays fast. Each output
 block is introduced by a comment naming it (spec names only, never a user's symbol).
 
-Costly subexpressions that depend only on (t, p, u), such as an excitation A sin(w C^t t), are
-hoisted out of the kernels into ``time_terms`` (those the forward kernels need) and
+Costly subexpressions that depend only on (t, p, u), such as an excitation A sin(w C^t t) (a
+function call other than |x| and sign, or a non-integer power: _costly), are hoisted out of
+the kernels into ``time_terms`` (those the forward kernels need) and
 ``time_terms_sensitivity`` (all of them: those only the derivative kernels need as well). The
 core evaluates them once per time step into ``x.tau``; the Newton iterations of that step then
 reuse them. Both kernels print from one common-subexpression pass over all the terms
@@ -145,10 +146,16 @@ def _slots(ds: DerivedSystem, arrays: dict, n_w: int) -> dict:
     return slots
 
 
+# functions that print as one or two instructions (fabs, copysign): hoisting one into the time
+# terms costs the step a store and every reader a load, and a sweep that keeps the time
+# terms a double per step, to save nothing
+_CHEAP_FUNCTIONS = (sp.Abs, sp.sign)
+
+
 def _costly(e: sp.Expr) -> bool:
-    """Does evaluating e call a function or a non-integer power?"""
+    """Does evaluating e call a function (other than |x| and sign) or a non-integer power?"""
     for node in sp.preorder_traversal(e):
-        if isinstance(node, sp.Function):
+        if isinstance(node, sp.Function) and not isinstance(node, _CHEAP_FUNCTIONS):
             return True
         if isinstance(node, sp.Pow) and not node.exp.is_Integer:
             return True

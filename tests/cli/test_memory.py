@@ -15,6 +15,7 @@ import symdae
 from symdae.cli.main import main
 from symdae.cli.simulate import simulate_estimate
 from symdae.plots.base import plot_outputs
+from symdae.simulation.memory import format_bytes
 
 
 @pytest.mark.parametrize("argv, shrink", [
@@ -51,6 +52,15 @@ def test_the_simulate_estimate_is_within_30_percent_of_the_peak(tmp_path):
     finally:
         tracemalloc.stop()
     assert 0.7 < estimate / peak < 1.3, (estimate, peak)
+
+
+@pytest.mark.parametrize("n, text", [
+    (3.5 * 2**10, "3.5 KiB"), (512 * 2**20, "512 MiB"), (23.8 * 2**30, "23.8 GiB"),
+    (1015 * 2**20, "1015 MiB"),            # .3g alone: 1.01e+03 MiB
+    (999.9 * 2**20, "1000 MiB"), (1534 * 2**40, "1534 TiB"), (100, "0.0977 KiB"),
+])
+def test_sizes_in_messages_are_plain_numbers(n, text):
+    assert format_bytes(n) == text
 
 
 # ------------------------------------------------------------- one refusal per command
