@@ -79,7 +79,8 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH
            "column_helpers", "column_passes", "color_columns", "ColumnPass", "tau_reads",
            "tree_size", "use_graph", "REFRESH_HORIZON", "REFRESH_HORIZON_GRAPH",
            "LANE_KERNELS", "lane_batches", "seeded_lanes", "lane_ranges", "LaneStatement",
-           "VECTOR_WIDTH", "hoist_state_terms", "STATE_TERM_READERS"]
+           "VECTOR_WIDTH", "hoist_state_terms", "STATE_TERM_READERS", "newton_structure",
+           "noise_coupling", "compiled_steps_lines"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
@@ -946,16 +947,42 @@ def newton_structure(table: dict, sizes: Sizes, deps: dict | None) -> list:
     return sorted(written)
 
 
-def compiled_steps_lines(sizes: Sizes) -> list:
+def noise_coupling(nonzeros, n: int, N: int) -> list:
+    """The entries of K (flat, row-major) through which the constraints' rounding reaches the
+    round-off level of the dynamic rows (newton.pxd's residual_noise): K[i, k] structurally
+    nonzero with i, k < n, in a column k some constraint row reaches; in the order of the
+    core's list (sparse.pxd's structure_of), row by row."""
+    nz = set(nonzeros)
+    cons = [any(i * N + k in nz for i in range(n, N)) for k in range(N)]
+    return [i * N + k for i in range(n) for k in range(n) if i * N + k in nz and cons[k]]
+
+
+def noise_coupling_lines(entries, N: int) -> list:
+    """sd_noise_coupling(K, fq, nu): nu[i] += |K[i, k]| fq[k] over ``entries`` written out,
+    the core's loop over its list (compiled_steps.h) entry for entry; and the list itself,
+    which the step compares with the core's before it takes this code."""
+    body = [f"    nu[{e // N}] += fabs(K[{e}]) * fq[{e % N}];" for e in entries]
+    # a call, not inlined: inlined into the step, GCC vectorised the step's other loops
+    # worse (engine mount: 1 740 -> 1 833 instructions per step instead of 1 707)
+    return ([f"#define SD_NOISE_NN {len(entries)}",
+             f"static const int sd_noise_idx[{max(len(entries), 1)}] = "
+             f"{{{', '.join(map(str, entries or [0]))}}};",
+             "#if defined(__GNUC__)", "__attribute__((noinline))", "#endif",
+             "static void sd_noise_coupling(const double *restrict K, "
+             "const double *restrict fq, double *restrict nu)", "{"] + body + ["}"])
+
+
+def compiled_steps_lines(sizes: Sizes, nonzeros) -> list:
     """C lines that compile the forward and adjoint sweeps' steps (compiled_steps.h) for a
-    module of these sizes: after its kernels and its written-out LU, which the steps call
-    directly. Only for a module with the written-out LU, tree kernels and a residual without
-    jumps: a step the written LU cannot take, a graph module's residual program and the switch
-    search stay in the core's generic steps."""
+    module of these sizes and Newton matrix structure (``nonzeros``): after its kernels and
+    its written-out LU, which the steps call directly. Only for a module with the written-out
+    LU, tree kernels and a residual without jumps: a step the written LU cannot take, a graph
+    module's residual program and the switch search stay in the core's generic steps."""
     keys = ("n", "m", "n_p", "n_tau", "n_st", "n_s", "n_u")
     return ([f"#define SD_{key.upper()} {getattr(sizes, key)}" for key in keys]
+            + noise_coupling_lines(noise_coupling(nonzeros, sizes.n, sizes.nm), sizes.nm)
             + ['#include "compiled_steps.h"']
-            + [f"#undef SD_{key.upper()}" for key in keys])
+            + [f"#undef SD_{key.upper()}" for key in keys + ("noise_nn",)])
 
 
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
@@ -1069,8 +1096,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         c.append("")
     out += c_block(c, [_SIGNATURE.format(name=f"_k_{s.name}") + " noexcept nogil"
                        for s in KERNELS]) + [""]
-    plan = plan_lu(newton_structure(table, sizes, deps if graph else None), sizes.nm,
-                   MAX_UPDATES)
+    k_nonzeros = newton_structure(table, sizes, deps if graph else None)
+    plan = plan_lu(k_nonzeros, sizes.nm, MAX_UPDATES)
     if plan is not None:
         out += lu_lines(plan) + [""]
         kpos = plan.k_positions()
@@ -1081,7 +1108,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     jumps = has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C))
     steps = plan is not None and not graph and not jumps
     if steps:
-        out += c_block(compiled_steps_lines(sizes), [
+        out += c_block(compiled_steps_lines(sizes, k_nonzeros), [
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",
             "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil"]
                        ) + [""]

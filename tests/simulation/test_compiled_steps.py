@@ -14,7 +14,8 @@ from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
 from symdae.model.derivation import derive
-from symdae.model.emit import emit_cython
+from symdae.model.emit import emit_cython, newton_structure, noise_coupling
+from symdae.model.kernels import Sizes, kernel_expressions
 
 # (model, scenario changes, steps or None for the whole scenario, the generic steps the
 # compiled ones hand over: None where the run needs none but the first)
@@ -222,3 +223,23 @@ def test_modules_with_jumps_or_graph_kernels_have_no_compiled_steps(graph):
     assert ("_model.forward_steps = NULL\n" in text) == graph
     assert ("_model.forward_steps = sd_forward_steps\n" in text) == (not graph)
     assert "_model.forward_steps = NULL\n" in emit_cython(derive(jumps), graph=graph)
+
+
+def test_the_written_round_off_coupling_is_the_cores_list():
+    """The entries through which a constraint's rounding reaches a dynamic row's round-off
+    level (sparse.pxd's structure_of: K[i, k] != 0 for i, k < n in a column some constraint
+    row reaches, row by row), written out in the compiled steps. The engine mount's one
+    constraint c1 q2 + c2 q3 + c3 q4 reaches columns 1..3; the dynamic rows' entries there
+    are K[0, 1] (the mount spring between x1 and x2), K[1, 1], K[2, 2] and K[3, 3]: flat 1, 6,
+    12, 18 of the 5 x 5 K. Without constraints there are none. The forward sweep's numbers
+    with the written code are the core loop's (the bit-for-bit tests above)."""
+    ds = derive(symdae.load_model("engine_mount")[0])
+    sz = Sizes.of(ds.sizes)
+    nonzeros = newton_structure(kernel_expressions(ds), sz, None)
+    assert noise_coupling(nonzeros, sz.n, sz.nm) == [1, 6, 12, 18]
+    text = emit_cython(ds)
+    assert "#define SD_NOISE_NN 4" in text
+    assert "nu[0] += fabs(K[1]) * fq[1];" in text and "nu[3] += fabs(K[18]) * fq[3];" in text
+    # a hand-made structure: constraint rows 2 and 3 reach columns 0 and 2 of a 4 x 4 K
+    assert noise_coupling([0, 1, 2, 5, 8, 10, 14], 2, 4) == [0]
+    assert noise_coupling([0, 1, 4, 5], 2, 2) == []

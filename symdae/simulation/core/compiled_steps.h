@@ -41,6 +41,17 @@
 #define SD_O3
 #endif
 
+/* whether the core's list of the round-off coupling is the one the module wrote out */
+static int sd_noise_matches(const int *idx, int nn)
+{
+    if (nn != SD_NOISE_NN)
+        return 0;
+    for (int k = 0; k < nn; k++)
+        if (idx[k] != sd_noise_idx[k])
+            return 0;
+    return 1;
+}
+
 SD_O3
 static long sd_forward_steps(symdae_steps *r, long i, long last)
 {
@@ -55,6 +66,10 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
     double *K = r->K, *LU = r->LU, *Ks = r->Ks;
     /* a sweep that stores all time terms evaluates them all (one kernel: newton.pxd) */
     const int all_terms = r->tau_out != NULL;
+    /* the module's written-out round-off coupling where the core's list is the one it was
+     * written for (the structure the newton kernel writes: always, barring a kernel output
+     * equal to the core's sentinel) */
+    const int noise_written = sd_noise_matches(r->noise_idx, r->noise_nn);
     /* the kernels never write their structural zeros (symdae_kernels.h) */
     memset(res, 0, sizeof res);
     memset(mag, 0, sizeof mag);
@@ -111,10 +126,13 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
                 _k_residual_magnitude(&x, sz, mag);
                 sd_noise_rows(run->cM, 1.0 + fabs(run->ap), run->s, mag, sz, y + n, nu1, fq1, n,
                               m);
-                for (k = 0; k < r->noise_nn; k++) {
-                    const int idx = r->noise_idx[k], row = r->noise_row[k];
-                    nu1[row] += fabs(K[idx]) * fq1[idx - row * nm];
-                }
+                if (noise_written)
+                    sd_noise_coupling(K, fq1, nu1);
+                else
+                    for (k = 0; k < r->noise_nn; k++) {
+                        const int idx = r->noise_idx[k], row = r->noise_row[k];
+                        nu1[row] += fabs(K[idx]) * fq1[idx - row * nm];
+                    }
                 sd_floor(DBL_MIN, nu1, nm);
             }
             if (sd_within(R, nu1, 4.0, nm)) {          /* newton.pxd's test (b) */
