@@ -147,7 +147,7 @@ def _slots(ds: DerivedSystem, arrays: dict, n_w: int) -> dict:
     return slots
 
 
-# functions that print as one or two instructions (fabs, copysign): hoisting one into the time
+# functions that print as one or two instructions (fabs, a ternary): hoisting one into the time
 # terms costs the step a store and every reader a load, and a sweep that keeps the time
 # terms a double per step, to save nothing
 _CHEAP_FUNCTIONS = (sp.Abs, sp.sign)

@@ -53,10 +53,15 @@ def free_memory() -> int:
 def format_bytes(n: float) -> str:
     """A size for a message: 23.8 GiB, 512 MiB, 1015 MiB, 3.5 KiB (three significant digits,
     whole units from 1000 up: ``.3g`` would print 1015 as 1.01e+03)."""
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale or unit == "KiB":
-            x = f"{n / scale:.3g}"
-            return f"{x if 'e' not in x else f'{n / scale:.0f}'} {unit}"
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{_digits(n / scale)} {unit}"
+    return f"{_digits(n / 2**10)} KiB"
+
+
+def _digits(x: float) -> str:
+    text = f"{x:.3g}"
+    return f"{x:.0f}" if "e" in text else text
 
 
 @dataclass(frozen=True)
