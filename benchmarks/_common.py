@@ -94,6 +94,19 @@ def with_generic_step(backend, fn):
     return run
 
 
+def without_time_tables(backend, fn):
+    """fn run with every forward sweep evaluating its time terms instead of reading them from
+    a table of an earlier run (``use_time_tables``; symdae/simulation/backends/time_tables.py),
+    for interleaved comparisons."""
+    def run():
+        backend.use_time_tables = False
+        try:
+            return fn()
+        finally:
+            backend.use_time_tables = True
+    return run
+
+
 def with_core_lu(kernels, fn):
     """fn run with the Newton matrix's LU in the core's sparse loops instead of the kernel
     module's written-out code (``Kernels.model_lu``), for interleaved comparisons."""

@@ -24,8 +24,11 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
    checkpoint.stores_factorizations), and J + gradient from simulate(store_factorizations=
    True) + cost + adjoint_gradient; J and J + gradient again with the Newton matrix's LU in the core's
    sparse loops instead of the kernel module's written-out code (Kernels.model_lu = False),
-   and with every step in the core's generic step instead of the module's compiled steps
-   (backend.use_compiled_steps = False; the bare forward and adjoint sweeps too);
+   with every step in the core's generic step instead of the module's compiled steps
+   (backend.use_compiled_steps = False; the bare forward and adjoint sweeps too), and with
+   every forward sweep evaluating its time terms instead of reading them from the table that
+   Experiment.evaluate keeps from its second call on (backend.use_time_tables = False; the
+   bare forward sweeps with and without the table);
    the bare compiled sweeps (the core's forward on preallocated arrays, keeping the time
    terms or the factorisations, and through the compiled backend's forward, which takes its
    arrays from the system's pool and wraps the result; its adjoint); the Python pieces
@@ -49,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import (CLOCKS, machine_line, timing_parser, with_core_lu,  # benchmarks/ is on sys.path
-                     with_generic_step)
+                     with_generic_step, without_time_tables)
 from _common import shuffled_times as interleaved
 from reference.engine_mount import (
     FD_STEPS,
@@ -196,13 +199,18 @@ def internal_contenders(su: Setup) -> dict:
     ST = np.empty((N + 1, sz.n_st)) if sz.n_st else None
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
 
-    def forward(store, time_terms=False, compiled=True):
+    # the time terms over the grid, as Experiment.evaluate's sweeps read them from the second
+    # evaluation on (backends/time_tables.py)
+    table = backend.time_term_table(sc.t0, sc.h, p, U)
+
+    def forward(store, time_terms=False, compiled=True, read_table=False):
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
-        mats = (LU, PIV, TAU, ST) if store else (None, None) + ((TAU, ST) if time_terms
+        tau = None if read_table else TAU
+        mats = (LU, PIV, tau, ST) if store else (None, None) + ((tau, ST) if time_terms
                                                                 else (None, None))
         rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), p, U, Q, V, A,
                           A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False,
-                          compiled)
+                          compiled, table if read_table else None)
         if rep["status"] != 0:
             raise RuntimeError(f"bare forward sweep failed: {rep}")
 
@@ -226,6 +234,11 @@ def internal_contenders(su: Setup) -> dict:
         "symdae J+grad, core LU loops": with_core_lu(k, sym_JG),
         "symdae J, generic step": with_generic_step(backend, sym_J),
         "symdae J+grad, generic step": with_generic_step(backend, sym_JG),
+        "symdae J, no time-term tables": without_time_tables(backend, sym_J),
+        "symdae J+grad, no time-term tables": without_time_tables(backend, sym_JG),
+        "bare forward, reading the time terms": lambda: forward(False, read_table=True),
+        "bare forward, storing LU, reading the time terms":
+            lambda: forward(True, read_table=True),
         "bare forward": lambda: forward(False),
         "bare forward, generic step": lambda: forward(False, compiled=False),
         "bare forward, keeping time terms": lambda: forward(False, True),
@@ -315,6 +328,13 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
             r = ratio(t, a, b)
             print(f"  {a} with the written-out LU / core loops  {r[0]:6.2f}  "
                   f"[{r[1]:.2f}, {r[2]:.2f}]")
+        for a, b in (("symdae J", "symdae J, no time-term tables"),
+                     ("symdae J+grad", "symdae J+grad, no time-term tables"),
+                     ("bare forward, reading the time terms", "bare forward"),
+                     ("bare forward, storing LU, reading the time terms",
+                      "bare forward, storing LU")):
+            r = ratio(t, a, b)
+            print(f"  {a} / {b}: {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]")
         for a, b in (("symdae J", "symdae J, generic step"),
                      ("symdae J+grad", "symdae J+grad, generic step"),
                      ("bare forward", "bare forward, generic step"),
@@ -330,20 +350,21 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
 def breakdown(t: dict, N: int) -> None:
     m = {k: med(v) * 1e3 for k, v in t.items()}
     J, JG = m["symdae J"], m["symdae J+grad"]
-    fw = m["bare forward"]
+    # what Experiment.evaluate's sweeps do from its second call on: read the time terms
+    fw = m["bare forward, reading the time terms"]
     pf = m["bare forward, fresh arrays"] - fw
     py_J = J - fw - pf - m["initial_state"] - m["cost.evaluate"]
-    fwt = m["bare forward, storing LU"]
+    fwt = m["bare forward, storing LU, reading the time terms"]
     py_JG = JG - fwt - pf - m["initial_state"] - m["cost.evaluate"] - m["bare adjoint"] \
         - m["init_adjoint"]
     print("where symdae's time goes (medians of the pieces timed separately in the same run; "
           "'rest' = total - pieces):")
-    rows_J = [("compiled forward sweep (preallocated arrays)", fw),
+    rows_J = [("compiled forward sweep (preallocated arrays, time-term table)", fw),
               ("the backend's Python around the sweep (pool arrays, result)", pf),
               ("initial_state (consistent a0, lam0; Python + NumPy)", m["initial_state"]),
               ("cost.evaluate (LeastSquares)", m["cost.evaluate"]),
               ("rest of simulate (scenario, grid, checks, Trajectory)", py_J)]
-    rows_JG = [("compiled forward sweep storing the factorisations (preallocated)", fwt),
+    rows_JG = [("compiled forward sweep storing the factorisations (preallocated, table)", fwt),
                ("the backend's Python around the sweep", pf),
                ("initial_state", m["initial_state"]),
                ("cost.evaluate", m["cost.evaluate"]),

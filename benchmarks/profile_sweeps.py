@@ -12,7 +12,8 @@ What it does, all in a temporary folder (nothing is kept):
    the instructions of the inlined helpers (lu_factor, lu_solve, residual_noise, ...) on their
    lines in hht.pyx / dense.pxd (through the line comments Cython writes into the C file);
 2. runs, under ``valgrind --tool=callgrind``, the bare forward sweep (with and without stored
-   factorisations), the adjoint sweep and the tangent sweep of the Fisher information (the
+   factorisations, evaluating its time terms and reading them from a table of the grid as
+   Experiment.evaluate's sweeps do from its second call on), the adjoint sweep and the tangent sweep of the Fisher information (the
    four free parameters' output sensitivities, time terms kept) of the engine-mount
    reference scenario at the paper's start values, collecting only inside that sweep (--toggle-collect), and the C reference
    (collecting inside the ctypes call);
@@ -68,11 +69,17 @@ CHILD = textwrap.dedent('''
     ST = np.empty((N + 1, k.n_st)) if k.n_st else None
     Q[0], V[0], A[0], L[0] = x0.q, x0.v, x0.a, x0.lam
 
-    def forward(store):
+    # the time terms over the grid, which Experiment.evaluate's sweeps read from its second
+    # call on (symdae/simulation/backends/time_tables.py)
+    table = backend.time_term_table(sc.t0, sc.h, sw.p, sw.U)
+
+    def forward(store, read_table=False):
         noise, order = np.zeros(2 * nm + 1), np.zeros(2 * nm, np.intc)
-        mats = (LU, PIV, TAU, ST) if store else (None, None, None, None)
+        tau = None if read_table else TAU
+        mats = (LU, PIV, tau, ST) if store else (None, None, None, None)
         rep = hht.forward(k, sc.t0, sc.h, N, sc.alpha, scheme_code(sc.scheme), sw.p, sw.U, Q,
-                          V, A, A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False)
+                          V, A, A, L, S, *mats, sc.rtol, sc.max_iter, 0, 0, noise, order, False,
+                          True, table if read_table else None)
         assert rep["status"] == 0, rep
 
     mode, reps, ready = sys.argv[1], int(sys.argv[2]), Path(sys.argv[5])
@@ -91,6 +98,10 @@ CHILD = textwrap.dedent('''
             forward(False)
         elif mode == "forward_store":
             forward(True)
+        elif mode == "forward_table":
+            forward(False, True)
+        elif mode == "forward_store_table":
+            forward(True, True)
         elif mode == "adjoint":
             backend.adjoint(tr._sweep.forward, dS)
         elif mode == "tangent":
@@ -105,6 +116,8 @@ CHILD = textwrap.dedent('''
 # def (exactly one function, so collection is not toggled twice), or libffi's call for the
 # ctypes reference
 TOGGLE = {"forward": "__pyx_pw_*hht_*forward", "forward_store": "__pyx_pw_*hht_*forward",
+          "forward_table": "__pyx_pw_*hht_*forward",
+          "forward_store_table": "__pyx_pw_*hht_*forward",
           "adjoint": "__pyx_pw_*hht_*adjoint", "tangent": "__pyx_pw_*hht_*tangent",
           "ref_J": "ffi_call*", "ref_JG": "ffi_call*"}
 
@@ -248,9 +261,11 @@ def main(argv=None) -> int:
         cmap, owner = source_map(c_file)
         steps = 10_000 * args.reps
         results = {}
-        for mode in ("forward", "forward_store", "adjoint", "tangent", "ref_J", "ref_JG"):
+        symdae_modes = ("forward", "forward_store", "forward_table", "forward_store_table",
+                        "adjoint", "tangent")
+        for mode in symdae_modes + ("ref_J", "ref_JG"):
             results[mode] = parse(run_callgrind(tmp, pkg, mode, args.reps), cmap, owner)
-        for mode in ("forward", "forward_store", "adjoint", "tangent"):
+        for mode in symdae_modes:
             report(f"symdae {mode.replace('_', ' ')}", results[mode], steps, args.top, c_file)
         tot = {m: (sum(r[0].values()) + sum(r[2].values())) / steps
                for m, r in results.items()}

@@ -80,7 +80,7 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH
            "tree_size", "use_graph", "REFRESH_HORIZON", "REFRESH_HORIZON_GRAPH",
            "LANE_KERNELS", "lane_batches", "seeded_lanes", "lane_ranges", "LaneStatement",
            "VECTOR_WIDTH", "hoist_state_terms", "STATE_TERM_READERS", "newton_structure",
-           "noise_coupling", "compiled_steps_lines"]
+           "noise_coupling", "compiled_steps_lines", "time_term_reads"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
@@ -288,6 +288,15 @@ def _state_term_wrapper(name: str, body: str, n_st: int, n_out: int) -> list:
              f"        {body}(x, w, out);", "        return;", "    }"] + alloc
             + ["    xs = *x;", "    _k_state_terms(x, NULL, st);", "    xs.st = st;",
                f"    {body}(&xs, w, out);"] + release + ["}"])
+
+
+def time_term_reads(ds: DerivedSystem, terms: list) -> dict:
+    """{"p": indices of the parameters, "u": indices of the inputs} that the time terms read
+    (besides t): what a table of their values over a time grid depends on."""
+    used = set().union(*(sp.sympify(e).free_symbols for e in terms)) if terms else set()
+    S = ds.symbols
+    return {"p": [k for k, s in enumerate(S.p) if s in used],
+            "u": [k for k, s in enumerate(S.u) if s in used]}
 
 
 def tau_reads(exprs: list, tau: tuple, n_forward: int) -> int:
@@ -1029,6 +1038,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"ABI_VERSION = {ABI_VERSION}",
         f"DEFINITION_HASH = {json.dumps(definition_hash)}",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
+        f"TIME_TERM_READS = {json.dumps(time_term_reads(ds, tau_fwd + tau_sens))}",
         "",
     ]
     c = ["#include <math.h>", "#include <stdlib.h>", '#include "symdae_kernels.h"', ""]

@@ -485,8 +485,18 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
     accepted state themselves; the gradient must not change beyond round-off (in fact the
     forward path is the same, so the matrices, and the results, are bitwise identical).
     With only the time terms kept (keep_time_terms, what cost_and_gradient does) the sweeps
-    read them instead of evaluating them: bit for bit the same numbers again."""
+    read them instead of evaluating them: bit for bit the same numbers again. (The runs
+    without stored factorisations evaluate their time terms: no table of an earlier run,
+    which the sweeps would read as kept ones, tests/simulation/test_time_tables.py.)"""
     system = compiled(name)
+
+    def evaluating(**kw):
+        system.backend.use_time_tables = False
+        try:
+            return system.simulate(t_end=T, h=h, alpha=alpha, **kw)
+        finally:
+            system.backend.use_time_tables = True
+
     names = system.model.parameter_names
     p0 = np.array(system.model.nominal_values, dtype=float)
     ref = system.simulate(t_end=T, h=h, alpha=alpha, params=dict(zip(names, perturbed(p0))))
@@ -494,7 +504,7 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
                         weights={k: 1 / np.mean(ref.outputs[k] ** 2)
                                  for k in system.model.output_names}, quadrature="trapezoid")
     stored = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=True)
-    bare = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=False)
+    bare = evaluating(store_factorizations=False)
     assert bare._sweep.forward.saved is None and stored._sweep.forward.saved is not None
     for x in ("q", "v", "a", "lam"):                 # the forward path does not depend on it
         np.testing.assert_array_equal(getattr(bare, x), getattr(stored, x))
@@ -505,7 +515,7 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
     ds_s = tangent(system, stored, names).ds
     ds_b = tangent(system, bare, names).ds
     assert np.max(np.abs(ds_b - ds_s)) <= 1e-14 * np.max(np.abs(ds_s))
-    kept = system.simulate(t_end=T, h=h, alpha=alpha, keep_time_terms=True)
+    kept = evaluating(keep_time_terms=True)
     saved = kept._sweep.forward.saved
     if system.sizes.n_tau:
         assert saved[0] is None and saved[2].shape == (kept.t.size, system.sizes.n_tau)

@@ -52,6 +52,9 @@ forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -
     ``time_terms``: keep only the hoisted time terms and state terms of every step (``store``
     keeps them too), which an adjoint would otherwise evaluate again at every step, at the
     price of n_tau + n_st doubles per step (a backend without hoisted terms keeps nothing).
+    A backend may also read the time terms from a table an earlier run with the same grid
+    and the same values of what they read left behind, and hand it on as kept (``saved``,
+    even where neither was asked for); the numbers are the same.
     Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
     and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
     the Restart at its last step. A failed sweep is a report with status other than ``ok``,
@@ -204,7 +207,7 @@ class ForwardResult:
     lam: np.ndarray
     S: np.ndarray
     report: SweepReport
-    saved: object = None     # backend-specific (stored factorisations), None if not stored
+    saved: object = None     # backend-specific (stored factorisations, time terms), or None
     restart: Restart | None = None     # continues the run after its last row
     order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
     w: np.ndarray | None = None        # algorithmic accelerations (hht-paper: a itself)

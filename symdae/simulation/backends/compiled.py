@@ -27,6 +27,7 @@ from .base import (
     start_w,
     state_fields,
 )
+from .time_tables import TimeTermTables
 from .workspace import ArrayPool
 
 __all__ = ["CompiledBackend", "core_available"]
@@ -99,6 +100,12 @@ class CompiledBackend:
         self.kernels = hht.Kernels(module)
         k = self.kernels
         self.sizes = Sizes(k.n, k.m, k.n_p, k.n_u, k.n_s, k.n_tau, k.n_st)
+        # the time terms of a grid, kept across runs whose parameters and inputs they read are
+        # the same (time_tables.py; False: every run evaluates them, the same numbers)
+        self.time_tables = TimeTermTables(k.n_tau, getattr(module, "TIME_TERM_READS",
+                                                           {"p": range(k.n_p),
+                                                            "u": range(k.n_u)}))
+        self.use_time_tables = True
         # where initial_adjoint reads its blocks: the kernel spec's layout
         self._initial_blocks = np.array(
             [layout(name, self.sizes)[b][0]
@@ -210,24 +217,38 @@ class CompiledBackend:
             A[:first], L[:first] = restart.history[:, :sz.n], restart.history[:, sz.n:]
             noise = np.array(restart.noise, dtype=float)
             order[:] = restart.order
-        # every entry of what is kept is written by the sweep: the factorisations (store), the
-        # time terms and the state terms (store or time_terms)
         keep = store or time_terms
-        saved = (pool.empty((rows, nm, nm)) if store else None,
-                 pool.empty((rows, nm + 1), dtype=np.intc) if store else None,
-                 pool.empty((rows, sz.n_tau)) if keep and sz.n_tau else None,
-                 pool.empty((rows, sz.n_st)) if keep and sz.n_st else None)
         p_arg = _vec(p, sz.n_p, "p", "forward")
         Ufull = pool.empty((rows, sz.n_u))
         Ufull[first:] = U
+        # a run from the grid's start reads the time terms from a table of an earlier run
+        # with the same grid and the same values of what they read, where there is one
+        tables = self.time_tables
+        key = (tables.key(grid.t0, grid.h, p_arg, Ufull)
+               if self.use_time_tables and first == 0 and grid.i0 == 0 else None)
+        table, repeated = tables.lookup(key)
+        if repeated and not keep:
+            table = self.time_term_table(grid.t0, grid.h, p_arg, Ufull)
+            tables.put(key, table)
+        # every entry of what is kept is written by the sweep: the factorisations (store), the
+        # time terms and the state terms (store or time_terms)
+        saved = (pool.empty((rows, nm, nm)) if store else None,
+                 pool.empty((rows, nm + 1), dtype=np.intc) if store else None,
+                 pool.empty((rows, sz.n_tau)) if keep and sz.n_tau and table is None else None,
+                 pool.empty((rows, sz.n_st)) if keep and sz.n_st else None)
         with self._lapack():
             rep = self.hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
                                     scheme_code(grid.scheme), p_arg, Ufull,
                                     Q, V, A, W, L, S, *saved, float(rtol), int(max_iter), first,
                                     grid.i0, noise, order, restart is not None,
-                                    self.use_compiled_steps)
+                                    self.use_compiled_steps, table)
         raise_if_interrupted(rep, grid, "forward")
         report = _report(rep)
+        if table is not None:
+            # the derivative sweeps read the table as the time terms the sweep kept
+            saved = saved[:2] + (table,) + saved[3:]
+        elif repeated and report.ok:
+            tables.put(key, saved[2].copy())       # (keep: the time terms of every row)
         end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
         part = slice(first, None)
         return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
@@ -235,6 +256,16 @@ class CompiledBackend:
                              tuple(None if x is None else x[part] for x in saved)
                              if any(x is not None for x in saved) else None, end, order,
                              None if W is A else W[part])
+
+    def time_term_table(self, t0: float, h: float, p: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """All time terms at t0 + k h, k = 0 .. rows of U - 1 (rows: states, inputs of each),
+        as the sweeps evaluate them."""
+        sz = self.sizes
+        table = np.zeros((U.shape[0], sz.n_tau))
+        self.hht.time_term_table(self.kernels, float(t0), float(h), 0,
+                                 _vec(p, sz.n_p, "p", "time terms"),
+                                 np.ascontiguousarray(U, dtype=np.float64), table)
+        return table
 
     def _saved(self, fwd: ForwardResult):
         return fwd.saved if fwd.saved is not None else (None, None, None, None)

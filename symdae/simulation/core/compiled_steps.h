@@ -100,7 +100,9 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
         x.a = y;
         x.lam = y + n;
         x.u = run->u + (i + 1) * SD_N_U;
-        if (all_terms)
+        if (SD_N_TAU > 0 && r->tau_in != NULL)
+            x.tau = r->tau_in + (i + 1) * SD_N_TAU;
+        else if (all_terms)
             _k_time_terms_sensitivity(&x, NULL, tau);
         else
             _k_time_terms(&x, NULL, tau);

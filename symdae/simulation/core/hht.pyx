@@ -757,6 +757,7 @@ cdef void compiled_steps(symdae_steps* fs, const Scheme* c, const Traj* tr, cons
     fs.piv_sparse = SPARSE
     fs.tau_out = f.TAU
     fs.st_out = f.ST
+    fs.tau_in = NULL
 
 
 def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
@@ -764,7 +765,7 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
             double[:, ::1] L, double[:, ::1] S, double[:, :, ::1] LU, int[:, ::1] PIV, double[:, ::1] TAU,
             double[:, ::1] ST, double rtol, int max_iter, Py_ssize_t first, Py_ssize_t i0, double[::1] carry,
-            int[::1] order, bint have_order, bint compiled=True):
+            int[::1] order, bint have_order, bint compiled=True, const double[:, ::1] TAU_in=None):
     """Forward sweep of N steps of scheme ``kind`` (scheme.pxd) from the consistent state in
     row ``first`` of Q, V, A, W, L, which is step i0 of the grid t0 + k h (W: the algorithmic
     accelerations; for hht-paper it may be A itself).
@@ -781,6 +782,9 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     of every accepted state for the sensitivity sweeps; with ST (rows, n_st), its state terms.
     The steps go to the kernel module's compiled ones where it has them (compiled_steps.h:
     the same numbers; ``compiled`` False keeps every step in the core's generic one).
+    ``TAU_in`` (rows, n_tau): all time terms of every row, as time_term_table computes them,
+    which the compiled steps then read instead of evaluating them (the generic step evaluates
+    its own: the same numbers); not with TAU, which would be a copy of it.
     Returns a ForwardReport (dict).
     """
     cdef const symdae_model* km = K.km
@@ -800,6 +804,10 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef symdae_args x
     cdef symdae_steps fs
     cdef Py_ssize_t reached, limit, resume = first, backoff = 1
+    if TAU_in is not None and (TAU is not None or TAU_in.shape[0] != Q.shape[0]
+                               or TAU_in.shape[1] != K.n_tau or K.n_tau == 0):
+        raise ValueError(f"TAU_in must be ({Q.shape[0]}, {K.n_tau}) with n_tau > 0 and TAU None,"
+                         f" got ({TAU_in.shape[0]}, {TAU_in.shape[1]})")
     memset(&arena, 0, sizeof(Arena))
     memset(&rep, 0, sizeof(ForwardReport))
     carve_newton(&arena, &w, n, m, K.n_tau, K.n_st)
@@ -832,6 +840,8 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                     and f.lu.mfactor == km.lu_factor)
         if compiled:
             compiled_steps(&fs, &c, &tr, &f, &w, km, x.p, Sb, rtol, max_iter)
+            if TAU_in is not None:
+                fs.tau_in = &TAU_in[0, 0]
         while rep.status == OK and i < last:
             if (i - first) % INTERRUPT_EVERY == 0 and interrupted():
                 rep.status = INTERRUPTED
@@ -920,6 +930,35 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     memcpy(&order[0], f.lu.pr, nm * sizeof(int))
     memcpy(&order[nm], f.lu.pc, nm * sizeof(int))
     return rep
+
+
+def time_term_table(Kernels K, double t0, double h, Py_ssize_t i0, const double[::1] p,
+                    const double[:, ::1] U, double[:, ::1] TAU):
+    """All time terms (SYMDAE_TIME_TERMS_SENSITIVITY) of the grid t0 + k h at k = i0 + r into
+    row r of TAU, for every row of TAU, with the inputs of row r of U: each row is the time
+    terms a sweep over these rows evaluates at that state, bit for bit (the same kernel at the
+    same t, p and u). The forward sweep reads such a table (TAU_in) and the derivative sweeps
+    read it as the forward sweep's stored time terms."""
+    cdef const symdae_model* km = K.km
+    cdef symdae_args x
+    cdef Traj tr
+    cdef Py_ssize_t r, rows = TAU.shape[0]
+    if TAU.shape[1] != K.n_tau or K.n_tau == 0 or U.shape[0] != rows or U.shape[1] != K.n_u \
+            or p.shape[0] != max(K.n_p, 1):
+        raise ValueError(f"time_term_table: TAU ({TAU.shape[0]}, {TAU.shape[1]}), U "
+                         f"({U.shape[0]}, {U.shape[1]}) and p ({p.shape[0]}) do not fit n_tau "
+                         f"{K.n_tau}, n_u {K.n_u}, n_p {K.n_p}")
+    memset(&x, 0, sizeof(symdae_args))
+    memset(&tr, 0, sizeof(Traj))
+    tr.t0 = t0
+    tr.h = h
+    tr.offset = i0
+    x.p = &p[0]
+    with nogil:
+        for r in range(rows):
+            x.t = time_of(&tr, r)
+            x.u = &U[r, 0] if K.n_u > 0 else &_EMPTY[0]
+            call(km, SYMDAE_TIME_TERMS_SENSITIVITY, &x, NULL, &TAU[r, 0])
 
 
 # ---------------------------------------------------------------------------- tangent

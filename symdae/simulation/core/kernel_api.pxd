@@ -94,6 +94,7 @@ cdef extern from "symdae_kernels.h":
         double* st_out
         int* piv_out
         int piv_sparse
+        const double* tau_in
         long iterations, factorizations
 
     ctypedef long (*symdae_forward_steps)(symdae_steps* r, long i, long last) noexcept nogil

@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 18
+#define SYMDAE_ABI_VERSION 19
 
 typedef struct {
     double t;
@@ -138,6 +138,10 @@ typedef struct {
     double *lu_out, *tau_out, *st_out;
     int *piv_out;
     int piv_sparse;
+    /* all time terms of every state, computed before the sweep (a row per state, n_tau each,
+     * as SYMDAE_TIME_TERMS_SENSITIVITY writes them), or NULL: the steps read their rows
+     * instead of evaluating the time terms (tau_out is then NULL) */
+    const double *tau_in;
     long iterations, factorizations;    /* added to per step taken */
 } symdae_steps;
 
