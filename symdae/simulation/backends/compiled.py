@@ -231,7 +231,7 @@ class CompiledBackend:
             table = self.time_term_table(grid.t0, grid.h, p_arg, Ufull)
             tables.put(key, table)
         # every entry of what is kept is written by the sweep: the factorisations (store), the
-        # time terms and the state terms (store or time_terms)
+        # time terms (store or time_terms, unless the sweep reads a table) and the state terms
         saved = (pool.empty((rows, nm, nm)) if store else None,
                  pool.empty((rows, nm + 1), dtype=np.intc) if store else None,
                  pool.empty((rows, sz.n_tau)) if keep and sz.n_tau and table is None else None,
