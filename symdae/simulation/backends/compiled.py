@@ -262,7 +262,7 @@ class CompiledBackend:
         as the sweeps evaluate them."""
         sz = self.sizes
         table = np.zeros((U.shape[0], sz.n_tau))
-        self.hht.time_term_table(self.kernels, float(t0), float(h), 0,
+        self.hht.time_term_table(self.kernels, float(t0), float(h),
                                  _vec(p, sz.n_p, "p", "time terms"),
                                  np.ascontiguousarray(U, dtype=np.float64), table)
         return table

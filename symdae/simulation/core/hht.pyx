@@ -932,10 +932,10 @@ def forward(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     return rep
 
 
-def time_term_table(Kernels K, double t0, double h, Py_ssize_t i0, const double[::1] p,
+def time_term_table(Kernels K, double t0, double h, const double[::1] p,
                     const double[:, ::1] U, double[:, ::1] TAU):
-    """All time terms (SYMDAE_TIME_TERMS_SENSITIVITY) of the grid t0 + k h at k = i0 + r into
-    row r of TAU, for every row of TAU, with the inputs of row r of U: each row is the time
+    """All time terms (SYMDAE_TIME_TERMS_SENSITIVITY) of the grid t0 + k h at k = r into row r
+    of TAU, for every row of TAU, with the inputs of row r of U: each row is the time
     terms a sweep over these rows evaluates at that state, bit for bit (the same kernel at the
     same t, p and u). The forward sweep reads such a table (TAU_in) and the derivative sweeps
     read it as the forward sweep's stored time terms."""
@@ -952,7 +952,6 @@ def time_term_table(Kernels K, double t0, double h, Py_ssize_t i0, const double[
     memset(&tr, 0, sizeof(Traj))
     tr.t0 = t0
     tr.h = h
-    tr.offset = i0
     x.p = &p[0]
     with nogil:
         for r in range(rows):
