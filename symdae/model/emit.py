@@ -982,9 +982,9 @@ def noise_coupling_lines(entries, N: int) -> list:
 
 
 def compiled_steps_lines(sizes: Sizes, nonzeros) -> list:
-    """C lines that compile the forward and adjoint sweeps' steps (compiled_steps.h) for a
-    module of these sizes and Newton matrix structure (``nonzeros``): after its kernels and
-    its written-out LU, which the steps call directly. Only for a module with the written-out
+    """C lines that compile the forward, adjoint and tangent sweeps' steps (compiled_steps.h)
+    for a module of these sizes and Newton matrix structure (``nonzeros``): after its kernels
+    and its written-out LU, which the steps call directly. Only for a module with the written-out
     LU, tree kernels and a residual without jumps: a step the written LU cannot take, a graph
     module's residual program and the switch search stay in the core's generic steps."""
     keys = ("n", "m", "n_p", "n_tau", "n_st", "n_s", "n_u")
@@ -1120,7 +1120,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     if steps:
         out += c_block(compiled_steps_lines(sizes, k_nonzeros), [
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",
-            "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil"]
+            "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil",
+            "long sd_tangent_steps(symdae_tangent_steps* r, long i, long last) noexcept nogil"]
                        ) + [""]
     # a graph module's derivative kernels write what its column passes reach: its products
     # keep to the core's lists
@@ -1166,6 +1167,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 "_model.lu_solve_rows = NULL"]
     out.append("_model.forward_steps = " + ("sd_forward_steps" if steps else "NULL"))
     out.append("_model.adjoint_steps = " + ("sd_adjoint_steps" if steps else "NULL"))
+    out.append("_model.tangent_steps = " + ("sd_tangent_steps" if steps else "NULL"))
     if tangent is not None:
         out += tangent.table
     else:

@@ -1,6 +1,7 @@
-"""The forward and adjoint sweeps' steps compiled into the kernel module (symdae/simulation/
-core/compiled_steps.h) against the core's generic steps (newton.pxd, adjoint.pxd): the same
-trajectory, counters, stored states and gradients bit for bit, on every kind of model the
+"""The forward, adjoint and tangent sweeps' steps compiled into the kernel module (symdae/
+simulation/core/compiled_steps.h) against the core's generic steps (newton.pxd, adjoint.pxd,
+tangent.pxd): the same trajectory, counters, stored states, gradients and sensitivities bit
+for bit, on every kind of model the
 compiled steps take (constraints or none, q-dependent mass matrices, state terms, inputs,
 switches without jumps), while the steps that leave their path (a refreshed Newton matrix, a
 second solve of a step, a matrix the written LU refuses) go to the generic step and the run
@@ -243,3 +244,82 @@ def test_the_written_round_off_coupling_is_the_cores_list():
     # a hand-made structure: constraint rows 2 and 3 reach columns 0 and 2 of a 4 x 4 K
     assert noise_coupling([0, 1, 2, 5, 8, 10, 14], 2, 4) == [0]
     assert noise_coupling([0, 1, 4, 5], 2, 2) == []
+
+
+def tangents_both(system, traj, D, states):
+    """The tangent sweep with the module's compiled steps, and with the generic step only."""
+    from symdae.simulation.sensitivity import tangent
+    be = system.backend
+    sz = system.sizes
+    zeros = tuple(np.zeros((D.shape[1], k)) for k in (sz.n, sz.n, sz.n, sz.m))
+    runs = {}
+    for flag in (True, False):
+        be.use_compiled_steps = flag
+        try:
+            runs[flag] = (tangent(system, traj, D, states=states),
+                          be.tangent(traj._sweep.forward, D, zeros, states=False).report)
+        finally:
+            be.use_compiled_steps = True
+    return runs[True], runs[False]
+
+
+@pytest.mark.parametrize("name, steps, dense, scheme, store, states", [
+    ("engine_mount", 2000, False, "hht-paper", False, False),
+    ("engine_mount", 2000, False, "hht-ga", True, True),
+    ("four_bar_joints", None, False, "hht-ga", False, True),
+    ("double_pendulum", None, False, "hht-paper", True, False),
+    ("cart_pendulum_redundant", 1000, False, "hht-ga", False, False),
+    ("slider_crank", 500, True, "hht-ga", False, True),
+    ("slider_crank", 500, True, "hht-ga", True, False)])
+def test_the_tangent_sweep_takes_the_compiled_steps_bit_for_bit(name, steps, dense, scheme,
+                                                                 store, states):
+    """The tangent sweep along one to four directions (the written-out products'): the
+    module's compiled steps give the generic steps' sensitivities bit for bit, refactorising
+    or reading the stored factorisations, keeping every state's tangents or the outputs'
+    only. Where the written LU refuses a matrix (the slider-crank) the generic step takes that
+    step with the dense LU and the sweep goes on in the compiled ones; five directions keep to
+    the generic step."""
+    model, ns = symdae.load_model(name)
+    system = symdae.compile_model(model)
+    sc = scenario_of(ns, {"scheme": scheme}, steps)
+    traj = system.simulate(sc, store_factorizations=store)
+    n = sc.n_steps
+    p = np.abs(np.array(model.nominal_values, dtype=float))
+    rng = np.random.default_rng(3)
+    for nd in (1, 3, 4, 5):
+        D = rng.uniform(-1.0, 1.0, (len(p), nd)) * np.where(p > 0, p, 1.0)[:, None]
+        (fast, frep), (generic, grep) = tangents_both(system, traj, D, states)
+        for f in ("dq", "dv", "da", "dlam", "ds"):
+            np.testing.assert_array_equal(getattr(fast, f), getattr(generic, f),
+                                          err_msg=f"{name} nd={nd} {f}")
+        assert np.all(np.isfinite(fast.ds)) and np.any(fast.ds != 0.0)
+        taken = frep.counters.compiled_steps
+        assert grep.counters.compiled_steps == 0
+        if nd > 4:
+            assert taken == 0
+        elif dense:
+            assert 0.9 * n < taken < n, (nd, taken, n)
+        else:
+            assert taken == n, (nd, taken, n)
+
+
+def test_the_tangent_sweep_with_the_core_loops_lu_keeps_the_generic_step():
+    """The compiled tangent steps call the module's written-out LU: where the sweeps factorise
+    with the core's loops, every step is the generic one (with the written-out products), and
+    the numbers are the same."""
+    model, ns = symdae.load_model("engine_mount")
+    system = symdae.compile_model(model)
+    sc = scenario_of(ns, {}, 300)
+    traj = system.simulate(sc)
+    D = np.zeros((system.sizes.n_p, 2))
+    D[0, 0], D[2, 1] = 1.0, 1.0
+    (fast, frep), _ = tangents_both(system, traj, D, True)
+    kernels = system.backend.kernels
+    try:
+        kernels.model_lu = False
+        (loops, lrep), _ = tangents_both(system, traj, D, True)
+    finally:
+        kernels.model_lu = True
+    assert frep.counters.compiled_steps == 300 and lrep.counters.compiled_steps == 0
+    for f in ("dq", "dv", "da", "dlam", "ds"):
+        np.testing.assert_array_equal(getattr(fast, f), getattr(loops, f), err_msg=f)

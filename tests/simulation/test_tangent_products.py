@@ -51,7 +51,9 @@ def directions(system, nd: int) -> np.ndarray:
 
 def both(system, traj, D, states=True):
     """The sensitivities with the written-out products and with the lists, and the steps each
-    took with the written-out ones (the sweep's counter)."""
+    took in the module's compiled steps, which call the written-out products (the sweep's
+    counter; without them the generic step calls the written-out products itself,
+    test_compiled_steps.py)."""
     be = system.backend
     sz = system.sizes
     zeros = tuple(np.zeros((D.shape[1], k)) for k in (sz.n, sz.n, sz.n, sz.m))

@@ -20,7 +20,12 @@
  * the output source, likewise; a state whose stored factorisation is the dense LU's goes back
  * to the core, which takes that step with its dense solve.
  *
- * tests/simulation/test_compiled_steps.py compares both with the generic steps bit for bit.
+ * sd_tangent_steps is hht.pyx's tangent loop likewise, for the directions the module's
+ * written-out products cover (tangent_products.py); a step whose factorisation is not the
+ * written LU's goes back to the core.
+ *
+ * tests/simulation/test_compiled_steps.py compares all three with the generic steps bit for
+ * bit.
  * optimize("O3"): the module builds at -O2, which leaves the loops of vector_ops.h rolled. */
 #ifndef SYMDAE_COMPILED_STEPS_H
 #define SYMDAE_COMPILED_STEPS_H
@@ -309,6 +314,159 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
     return i;
 }
 
+/* hht.pyx's tangent loop for nd directions (a constant once inlined into the wrappers below,
+ * so that GCC unrolls the loops over n nd entries, which the core's loops run to sizes read
+ * at run time): set_state, tau_at, st_at, factors_at, state_blocks, tangent.pxd's
+ * tangent_step and output_tangents, and store_tangents where the sweep keeps the states,
+ * operation for operation */
+#if defined(__GNUC__)
+#define SD_ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define SD_ALWAYS_INLINE inline
+#endif
+/* the zeroing loops stay stores: as memset, GCC made them "rep stos", whose start-up costs
+ * the engine mount's step about 36 instructions' worth each time */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SD_O3_STORES __attribute__((optimize("O3", "no-tree-loop-distribute-patterns")))
+#else
+#define SD_O3_STORES
+#endif
+
+SD_O3_STORES
+static SD_ALWAYS_INLINE long sd_tangent_steps_nd(symdae_tangent_steps *r, long i, long last,
+                                                 const int nd)
+{
+    const int n = SD_N, m = SD_M, nm = SD_NM, nn = SD_N * nd;
+    const int q = 0, v = nn, a = 2 * nn, wa = (3 * SD_N + SD_M) * nd;
+    const symdae_run *run = &r->run;
+    symdae_args x;
+    double tau[SD_SPARE(SD_N_TAU)], st[SD_SPARE(SD_N_ST)];
+    double *T0 = r->T[0], *T1 = r->T[1], *J0 = r->J[0], *J1 = r->J[1];
+    double *P0 = r->P[0], *P1 = r->P[1], *tmp;
+    double *b = r->rhs, *xnew = r->xnew;
+    int k, d;
+    x.p = run->p;
+    x.st = NULL;
+    x.tau = tau;
+    for (; i < last; i++) {
+        const double *LU;
+        double *ds = r->ds + (i + 1) * r->ds_stride;
+        /* set_state, tau_at and st_at at state i + 1 */
+        x.t = run->t0 + (run->offset + i + 1) * run->h;
+        x.q = run->q + (i + 1) * n;
+        x.v = run->v + (i + 1) * n;
+        x.a = run->a + (i + 1) * n;
+        x.lam = run->lam + (i + 1) * m;
+        x.u = run->u + (i + 1) * SD_N_U;
+        if (r->tau_in != NULL) {
+            x.tau = r->tau_in + (i + 1) * SD_N_TAU;
+        } else {
+            x.tau = tau;
+            if (r->tau_reads & 2)
+                _k_time_terms_sensitivity(&x, NULL, tau);
+            else if (r->tau_reads & 1)
+                _k_time_terms(&x, NULL, tau);
+        }
+        if (SD_N_ST > 0) {
+            if (r->st_in != NULL) {
+                x.st = r->st_in + (i + 1) * SD_N_ST;
+            } else {
+                _k_state_terms(&x, NULL, st);
+                x.st = st;
+            }
+        }
+        /* factors_at: the stored factorisation, or the written LU of K at the state */
+        if (r->lu != NULL) {
+            if (r->piv[(i + 1) * (nm + 1) + nm] != r->piv_sparse)
+                break;
+            LU = r->lu + (i + 1) * nm * nm;
+        } else {
+            _k_newton(&x, run->kw, r->K);
+            if (written_lu_factor(r->K, r->LUw, r->pivot_tol) != 0)
+                break;
+            LU = r->LUw;
+        }
+        /* state_blocks, then tangent_step */
+        _k_jacobians(&x, NULL, J1);
+        _k_param_jacobians(&x, NULL, P1);
+        _k_output_jacobians(&x, NULL, r->S);
+        sd_predictor(run->h, run->ca, run->cq, run->cv1, run->cvq, T0 + q, T0 + v, T0 + wa,
+                     T0 + a, xnew, xnew + nn, nn);
+        for (k = 0; k < (n + m) * nd; k++)
+            b[k] = 0.0;
+        r->state_product[0](J1, xnew, b, r->coef);
+        sd_product(r->pnnz[0], r->prow[0], r->pcol[0], r->pat[0], r->pcoef[0], P1, r->D, b, nd);
+        if (run->ap != 0.0) {
+            r->state_product[1](J0, T0, b, r->coef);
+            sd_product(r->pnnz[1], r->prow[1], r->pcol[1], r->pat[1], r->pcoef[1], P0, r->D, b,
+                       nd);
+        }
+        for (d = 0; d < nd; d++)
+            written_lu_solve_rows(LU, b + d, nd);
+        sd_tangent_corrector(run->s, run->gh, run->ry, run->rp, b, xnew, xnew + nn, T0 + a,
+                             T1 + q, T1 + v, T1 + a, T1 + wa, nn, m * nd);
+        if (r->rows > r->N || i + 1 == r->N) {
+            /* store_tangents into row (i + 1) % rows */
+            const long row = (i + 1) % r->rows;
+            double *dq = r->dq + row * nd * r->sn, *dv = r->dv + row * nd * r->sn;
+            double *da = r->da + row * nd * r->sn, *dl = r->dl + row * nd * r->sm;
+            double *dw = r->dw + row * nd * r->sn;
+            for (d = 0; d < nd; d++)
+                for (k = 0; k < n; k++) {
+                    dq[d * r->sn + k] = T1[q + k * nd + d];
+                    dv[d * r->sn + k] = T1[v + k * nd + d];
+                    da[d * r->sn + k] = T1[a + k * nd + d];
+                }
+            for (d = 0; d < nd; d++)
+                for (k = 0; k < m; k++)
+                    dl[d * r->sm + k] = T1[3 * nn + k * nd + d];
+            if (r->dw != r->da)
+                for (d = 0; d < nd; d++)
+                    for (k = 0; k < n; k++)
+                        dw[d * r->sn + k] = T1[wa + k * nd + d];
+        }
+        /* output_tangents */
+        for (k = 0; k < SD_N_S * nd; k++)
+            ds[k] = 0.0;
+        r->state_product[2](r->S, T1, ds, r->coef);
+        sd_product(r->pnnz[2], r->prow[2], r->pcol[2], r->pat[2], r->pcoef[2], r->S, r->D, ds,
+                   nd);
+        tmp = T0;
+        T0 = T1;
+        T1 = tmp;
+        tmp = J0;
+        J0 = J1;
+        J1 = tmp;
+        tmp = P0;
+        P0 = P1;
+        P1 = tmp;
+    }
+    r->T[0] = T0;
+    r->T[1] = T1;
+    r->J[0] = J0;
+    r->J[1] = J1;
+    r->P[0] = P0;
+    r->P[1] = P1;
+    return i;
+}
+
+#if SYMDAE_TANGENT_ND != 4
+#error "sd_tangent_steps dispatches nd = 1 .. 4: follow SYMDAE_TANGENT_ND"
+#endif
+SD_O3_STORES
+static long sd_tangent_steps(symdae_tangent_steps *r, long i, long last)
+{
+    switch (r->nd) {
+    case 1: return sd_tangent_steps_nd(r, i, last, 1);
+    case 2: return sd_tangent_steps_nd(r, i, last, 2);
+    case 3: return sd_tangent_steps_nd(r, i, last, 3);
+    case 4: return sd_tangent_steps_nd(r, i, last, 4);
+    default: return i;      /* more directions than the written products: the core's step */
+    }
+}
+
+#undef SD_ALWAYS_INLINE
+#undef SD_O3_STORES
 #undef SD_O3
 #undef SD_SPARE
 #undef SD_NX

@@ -38,7 +38,9 @@ from symdae.simulation.core.tangent cimport (TangentWork, Tangents, carve_tangen
                                              carve_products, written_entries, collect_products,
                                              written_products,
                                              state_blocks, load_tangents, store_tangents,
-                                             tangent_step, output_tangents)
+                                             tangent_step, output_tangents, NEW_STATE,
+                                             OLD_STATE, OUT_STATE, NEW_PARAMS, OLD_PARAMS,
+                                             OUT_PARAMS)
 from symdae.simulation.core.adjoint cimport AdjointWork, adjoint_step, initial_g_adjoint
 from symdae.simulation.core.interrupt cimport INTERRUPTED, INTERRUPT_EVERY, interrupted
 
@@ -976,6 +978,66 @@ cdef inline Tangents tangents_at(double[:, :, ::1] dQ, double[:, :, ::1] dV, dou
     return t
 
 
+cdef void tangent_record(symdae_tangent_steps* ts, const Scheme* c, const Traj* tr,
+                         Factors* f, TangentWork* w, const double* p, int nd, int reads,
+                         double[:, :, ::1] dS, double[:, :, ::1] dQ, double[:, :, ::1] dV,
+                         double[:, :, ::1] dA, double[:, :, ::1] dW, double[:, :, ::1] dL,
+                         Py_ssize_t N) noexcept nogil:
+    """The record of the kernel module's tangent_steps (symdae_kernels.h): the scheme, the
+    trajectory and what the forward sweep stored of it, the sweep's work buffers and product
+    lists (w) and its output arrays. w's T, J and P pairs are copied in before each call and
+    back after it (the steps swap them as the generic step does)."""
+    cdef int k
+    cdef int lists[3]
+    cdef int states[3]
+    lists[:] = [NEW_PARAMS, OLD_PARAMS, OUT_PARAMS]
+    states[:] = [NEW_STATE, OLD_STATE, OUT_STATE]
+    ts.run = run_of(c, tr, p)
+    ts.nd = nd
+    ts.tau_in = f.TAU
+    ts.st_in = f.ST
+    ts.tau_reads = reads
+    ts.lu = f.LU
+    ts.piv = f.piv
+    ts.piv_sparse = SPARSE
+    ts.pivot_tol = pivot_tolerance()
+    ts.K = f.K
+    ts.LUw = f.LUw
+    ts.S = w.S
+    ts.xnew = w.xnew
+    ts.rhs = w.rhs
+    ts.D = w.D
+    ts.coef = w.coef
+    for k in range(3):
+        ts.state_product[k] = w.written[states[k]]
+        ts.prow[k] = w.prod[lists[k]].row
+        ts.pcol[k] = w.prod[lists[k]].col
+        ts.pat[k] = w.prod[lists[k]].at
+        ts.pcoef[k] = w.prod[lists[k]].coef
+        ts.pnnz[k] = w.prod[lists[k]].nnz
+    ts.ds = &dS[0, 0, 0]
+    ts.ds_stride = dS.shape[1] * dS.shape[2]
+    ts.rows = dQ.shape[0]
+    ts.N = N
+    ts.dq = &dQ[0, 0, 0]
+    ts.dv = &dV[0, 0, 0]
+    ts.da = &dA[0, 0, 0]
+    ts.dw = &dW[0, 0, 0]
+    ts.dl = &dL[0, 0, 0]
+    ts.sn = <int>dQ.shape[2]
+    ts.sm = <int>dL.shape[2]
+
+
+cdef inline void swap_pairs(double** T, double** J, double** P, double** T2, double** J2,
+                            double** P2) noexcept nogil:
+    """(T, J, P) pairs from the other three."""
+    cdef int k
+    for k in range(2):
+        T[k] = T2[k]
+        J[k] = J2[k]
+        P[k] = P2[k]
+
+
 def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
@@ -992,10 +1054,12 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     without the states'); row 0 of dQ, dV, dA, dW, dL must hold the sensitivities at row 0
     (for hht-paper dW may be dA itself). Uses LU, PIV, TAU and ST from forward() when given,
     else refactorises at each state, with the sparse LU orders ``order`` of that forward run.
-    ``compiled``: the kernel module's written-out products where it has them (False: the
-    core's lists only, the same numbers). Returns {"status", "step", "compiled_steps": the
-    steps taken with the written-out products} (INTERRUPTED on Ctrl-C, interrupt.pxd;
-    SINGULAR with the step whose matrix was singular).
+    ``compiled``: the kernel module's compiled steps (compiled_steps.h) and written-out
+    products where it has them (False: the core's generic step and lists only, the same
+    numbers). Returns {"status", "step", "compiled_steps": the steps taken by the module's
+    compiled steps, "written_products": the steps taken with its written-out products}
+    (INTERRUPTED on Ctrl-C, interrupt.pxd; SINGULAR with the step whose matrix was
+    singular).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m
@@ -1016,6 +1080,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     cdef Py_ssize_t i = 0, rows = dQ.shape[0]
     cdef symdae_args x
     cdef int used[4]
+    cdef bint steps = False
+    cdef symdae_tangent_steps ts
+    cdef Py_ssize_t limit, reached, taken = 0
     used[:] = [SYMDAE_NEWTON, SYMDAE_JACOBIANS, SYMDAE_PARAM_JACOBIANS, SYMDAE_OUTPUT_JACOBIANS]
     cdef int reads = tau_reads(km, used, 4)
     if rows != N + 1 and rows < 2:
@@ -1052,10 +1119,28 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         d0 = tangents_at(dQ, dV, dA, dW, dL, 0)
         load_tangents(km, &d0, w.T[0], nd)
         output_tangents(km, &w, w.T[0], nd, &dS[0, 0, 0])
+        # the module's compiled steps (compiled_steps.h) where it has them for these
+        # directions and the LU in use is its written one
+        steps = (written and km.tangent_steps != NULL and nd <= SYMDAE_TANGENT_ND
+                 and f.lu.msolve_rows != NULL and f.lu.msolve_rows == km.lu_solve_rows
+                 and (f.LU != NULL or f.lu.mfactor == km.lu_factor))
+        if steps:
+            tangent_record(&ts, &c, &tr, &f, &w, &p[0], nd, reads, dS, dQ, dV, dA, dW, dL, N)
         while i < N:
             if i % INTERRUPT_EVERY == 0 and interrupted():
                 pivot = -1
                 break
+            if steps:
+                # up to the next interrupt check; it stops before a step whose factorisation
+                # is not the written LU's, which the generic step below takes
+                limit = min(N, i + INTERRUPT_EVERY - i % INTERRUPT_EVERY)
+                swap_pairs(ts.T, ts.J, ts.P, w.T, w.J, w.P)
+                reached = km.tangent_steps(&ts, i, limit)
+                swap_pairs(w.T, w.J, w.P, ts.T, ts.J, ts.P)
+                taken += reached - i
+                i = reached
+                if i == limit:
+                    continue
             set_state(&x, &tr, i + 1)
             tau_at(km, &x, &f, i + 1, tau, reads)
             st_at(km, &x, &f, i + 1, st)
@@ -1079,9 +1164,10 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             w.P[1] = tmp
             i += 1
     if pivot < 0:
-        return {"status": INTERRUPTED, "step": i0 + i, "compiled_steps": i if written else 0}
+        return {"status": INTERRUPTED, "step": i0 + i, "compiled_steps": taken,
+                "written_products": i if written else 0}
     return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1,
-            "compiled_steps": i if written else 0}
+            "compiled_steps": taken, "written_products": i if written else 0}
 
 
 # ---------------------------------------------------------------------------- adjoint

@@ -115,6 +115,44 @@ cdef extern from "symdae_kernels.h":
 
     ctypedef long (*symdae_backward_steps)(symdae_adjoint_steps* r, long i, long stop) noexcept nogil
 
+    ctypedef struct symdae_tangent_steps:
+        symdae_run run
+        int nd
+        const double* tau_in
+        const double* st_in
+        int tau_reads
+        const double* lu
+        const int* piv
+        int piv_sparse
+        double pivot_tol
+        double* K
+        double* LUw
+        double* T[2]
+        double* J[2]
+        double* P[2]
+        double* S
+        double* xnew
+        double* rhs
+        const double* D
+        symdae_tangent_product state_product[3]
+        const double* coef
+        const int* prow[3]
+        const int* pcol[3]
+        const int* pat[3]
+        const double* pcoef[3]
+        int pnnz[3]
+        double* ds
+        long ds_stride, rows, N
+        double* dq
+        double* dv
+        double* da
+        double* dw
+        double* dl
+        int sn, sm
+
+    ctypedef long (*symdae_forward_tangent_steps)(symdae_tangent_steps* r, long i,
+                                                  long last) noexcept nogil
+
     ctypedef struct symdae_model:
         int abi_version
         int n, m, n_p, n_u, n_s, n_tau
@@ -131,4 +169,5 @@ cdef extern from "symdae_kernels.h":
         symdae_lu_solve_rows lu_solve_rows
         symdae_forward_steps forward_steps  # compiled_steps.h, or NULL
         symdae_backward_steps adjoint_steps  # compiled_steps.h, or NULL
+        symdae_forward_tangent_steps tangent_steps  # compiled_steps.h, or NULL
         symdae_tangent_products tangent     # tangent_products.py's written-out products

@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 19
+#define SYMDAE_ABI_VERSION 20
 
 typedef struct {
     double t;
@@ -165,6 +165,48 @@ typedef struct {
 
 typedef long (*symdae_backward_steps)(symdae_adjoint_steps *r, long i, long stop);
 
+/* The tangent sweep's steps compiled into the kernel module (compiled_steps.h): hht.pyx's
+ * tangent loop with tangent.pxd's tangent_step and output_tangents, for nd = 1 ..
+ * SYMDAE_TANGENT_ND directions. tangent_steps(r, i, last) takes the tangents of state i
+ * (T[0], with the Jacobian blocks there in J[0] and P[0]) to state last, one step at a time,
+ * writing each state's output sensitivities (and its tangents where the sweep keeps them),
+ * and returns the state it reached with T[0], J[0] and P[0] holding that state's (the
+ * pointers of each pair swap per step, as the core's do). It stops before a step whose
+ * factorisation is not the written LU's (a stored dense one, or one the written LU refuses
+ * when it refactorises), which the core's generic step then takes from the start. Buffers
+ * by row as tangent.pxd's: entry k of direction d at k nd + d. */
+typedef struct {
+    symdae_run run;
+    int nd;
+    const double *tau_in, *st_in;   /* the stored time and state terms of every state, or
+                                       NULL: evaluated (tau_reads: the TAU_* bits, scheme.pxd) */
+    int tau_reads;
+    const double *lu;               /* the stored factorisations (and pivots), or NULL */
+    const int *piv;
+    int piv_sparse;
+    double pivot_tol;
+    double *K, *LUw;                /* scratch to refactorise: N x N each */
+    double *T[2], *J[2], *P[2];     /* in and out */
+    double *S, *xnew, *rhs;         /* scratch: output blocks, (qhat, vhat), right-hand sides */
+    const double *D;                /* the directions, n_p x nd */
+    /* the written products with the state blocks (NEW_STATE, OLD_STATE, OUT_STATE) and the
+     * core's lists for the parameter blocks (NEW_PARAMS, OLD_PARAMS, OUT_PARAMS) */
+    symdae_tangent_product state_product[3];
+    const double *coef;             /* c_M, 1 / s, -alpha_p */
+    const int *prow[3], *pcol[3], *pat[3];
+    const double *pcoef[3];
+    int pnnz[3];
+    /* the output sensitivities (row i at ds + i ds_stride) and the sweep's tangents
+     * (row i % rows at dq + (i % rows) nd sn, ...; stored every state when rows > N, else
+     * at state N only; dw == da: w is a) */
+    double *ds;
+    long ds_stride, rows, N;
+    double *dq, *dv, *da, *dw, *dl;
+    int sn, sm;
+} symdae_tangent_steps;
+
+typedef long (*symdae_forward_tangent_steps)(symdae_tangent_steps *r, long i, long last);
+
 typedef struct {
     int abi_version;
     int n, m, n_p, n_u, n_s, n_tau;
@@ -189,6 +231,7 @@ typedef struct {
      * graph kernels, or whose residual jumps) */
     symdae_forward_steps forward_steps;
     symdae_backward_steps adjoint_steps;    /* compiled_steps.h, or NULL (as forward_steps) */
+    symdae_forward_tangent_steps tangent_steps;  /* compiled_steps.h, or NULL (as forward_steps) */
     symdae_tangent_products tangent;        /* the tangent sweep's written-out products */
 } symdae_model;
 
