@@ -361,7 +361,7 @@ static SD_ALWAYS_INLINE long sd_tangent_steps_nd(symdae_tangent_steps *r, long i
         if (r->tau_in != NULL) {
             x.tau = r->tau_in + (i + 1) * SD_N_TAU;
         } else {
-            x.tau = tau;
+            x.tau = tau;        /* the kernel entries' tau bits: 2 all, 1 the forward ones */
             if (r->tau_reads & 2)
                 _k_time_terms_sensitivity(&x, NULL, tau);
             else if (r->tau_reads & 1)

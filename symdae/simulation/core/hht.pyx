@@ -985,8 +985,8 @@ cdef void tangent_record(symdae_tangent_steps* ts, const Scheme* c, const Traj* 
                          Py_ssize_t N) noexcept nogil:
     """The record of the kernel module's tangent_steps (symdae_kernels.h): the scheme, the
     trajectory and what the forward sweep stored of it, the sweep's work buffers and product
-    lists (w) and its output arrays. w's T, J and P pairs are copied in before each call and
-    back after it (the steps swap them as the generic step does)."""
+    lists (w) and its output arrays; w's T, J and P pairs themselves, which the steps swap as
+    the generic step does."""
     cdef int k
     cdef int lists[3]
     cdef int states[3]
@@ -1003,6 +1003,9 @@ cdef void tangent_record(symdae_tangent_steps* ts, const Scheme* c, const Traj* 
     ts.pivot_tol = pivot_tolerance()
     ts.K = f.K
     ts.LUw = f.LUw
+    ts.T = w.T
+    ts.J = w.J
+    ts.P = w.P
     ts.S = w.S
     ts.xnew = w.xnew
     ts.rhs = w.rhs
@@ -1028,16 +1031,6 @@ cdef void tangent_record(symdae_tangent_steps* ts, const Scheme* c, const Traj* 
     ts.sm = <int>dL.shape[2]
 
 
-cdef inline void swap_pairs(double** T, double** J, double** P, double** T2, double** J2,
-                            double** P2) noexcept nogil:
-    """(T, J, P) pairs from the other three."""
-    cdef int k
-    for k in range(2):
-        T[k] = T2[k]
-        J[k] = J2[k]
-        P[k] = P2[k]
-
-
 def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind,
             const double[::1] p, const double[:, ::1] U,
             double[:, ::1] Q, double[:, ::1] V, double[:, ::1] A, double[:, ::1] W,
@@ -1057,9 +1050,8 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
     ``compiled``: the kernel module's compiled steps (compiled_steps.h) and written-out
     products where it has them (False: the core's generic step and lists only, the same
     numbers). Returns {"status", "step", "compiled_steps": the steps taken by the module's
-    compiled steps, "written_products": the steps taken with its written-out products}
-    (INTERRUPTED on Ctrl-C, interrupt.pxd; SINGULAR with the step whose matrix was
-    singular).
+    compiled steps} (INTERRUPTED on Ctrl-C, interrupt.pxd; SINGULAR with the step whose
+    matrix was singular).
     """
     cdef const symdae_model* km = K.km
     cdef int n = K.n, m = K.m, nm = K.n + K.m
@@ -1121,7 +1113,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
         output_tangents(km, &w, w.T[0], nd, &dS[0, 0, 0])
         # the module's compiled steps (compiled_steps.h) where it has them for these
         # directions and the LU in use is its written one
-        steps = (written and km.tangent_steps != NULL and nd <= SYMDAE_TANGENT_ND
+        steps = (written and km.tangent_steps != NULL
                  and f.lu.msolve_rows != NULL and f.lu.msolve_rows == km.lu_solve_rows
                  and (f.LU != NULL or f.lu.mfactor == km.lu_factor))
         if steps:
@@ -1134,9 +1126,7 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
                 # up to the next interrupt check; it stops before a step whose factorisation
                 # is not the written LU's, which the generic step below takes
                 limit = min(N, i + INTERRUPT_EVERY - i % INTERRUPT_EVERY)
-                swap_pairs(ts.T, ts.J, ts.P, w.T, w.J, w.P)
                 reached = km.tangent_steps(&ts, i, limit)
-                swap_pairs(w.T, w.J, w.P, ts.T, ts.J, ts.P)
                 taken += reached - i
                 i = reached
                 if i == limit:
@@ -1164,10 +1154,9 @@ def tangent(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             w.P[1] = tmp
             i += 1
     if pivot < 0:
-        return {"status": INTERRUPTED, "step": i0 + i, "compiled_steps": taken,
-                "written_products": i if written else 0}
+        return {"status": INTERRUPTED, "step": i0 + i, "compiled_steps": taken}
     return {"status": OK if pivot == 0 else SINGULAR, "step": i0 + i + 1 if pivot else -1,
-            "compiled_steps": taken, "written_products": i if written else 0}
+            "compiled_steps": taken}
 
 
 # ---------------------------------------------------------------------------- adjoint

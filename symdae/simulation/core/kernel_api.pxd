@@ -127,9 +127,9 @@ cdef extern from "symdae_kernels.h":
         double pivot_tol
         double* K
         double* LUw
-        double* T[2]
-        double* J[2]
-        double* P[2]
+        double** T
+        double** J
+        double** P
         double* S
         double* xnew
         double* rhs

@@ -170,8 +170,8 @@ typedef long (*symdae_backward_steps)(symdae_adjoint_steps *r, long i, long stop
  * SYMDAE_TANGENT_ND directions. tangent_steps(r, i, last) takes the tangents of state i
  * (T[0], with the Jacobian blocks there in J[0] and P[0]) to state last, one step at a time,
  * writing each state's output sensitivities (and its tangents where the sweep keeps them),
- * and returns the state it reached with T[0], J[0] and P[0] holding that state's (the
- * pointers of each pair swap per step, as the core's do). It stops before a step whose
+ * and returns the state it reached with T[0], J[0] and P[0] holding that state's (T, J and P
+ * are the core's pairs of pointers, which the steps swap as the core's step does). It stops before a step whose
  * factorisation is not the written LU's (a stored dense one, or one the written LU refuses
  * when it refactorises), which the core's generic step then takes from the start. Buffers
  * by row as tangent.pxd's: entry k of direction d at k nd + d. */
@@ -186,7 +186,7 @@ typedef struct {
     int piv_sparse;
     double pivot_tol;
     double *K, *LUw;                /* scratch to refactorise: N x N each */
-    double *T[2], *J[2], *P[2];     /* in and out */
+    double **T, **J, **P;           /* in and out: the core's pairs */
     double *S, *xnew, *rhs;         /* scratch: output blocks, (qhat, vhat), right-hand sides */
     const double *D;                /* the directions, n_p x nd */
     /* the written products with the state blocks (NEW_STATE, OLD_STATE, OUT_STATE) and the
