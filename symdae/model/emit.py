@@ -69,7 +69,7 @@ from .kernels import (
     layout,
     weight_size,
 )
-from .lu_plan import MAX_UPDATES, lu_lines, plan_lu
+from .lu_plan import MAX_UPDATES, lu_lines, plan_lu, solve_block_lines
 from .nonsmooth import has_jumps
 from .printer import CPrinter, c_block
 from .tangent_products import TANGENT_ND, tangent_lines
@@ -981,15 +981,16 @@ def noise_coupling_lines(entries, N: int) -> list:
              "const double *restrict fq, double *restrict nu)", "{"] + body + ["}"])
 
 
-def compiled_steps_lines(sizes: Sizes, nonzeros) -> list:
+def compiled_steps_lines(sizes: Sizes, nonzeros, plan) -> list:
     """C lines that compile the forward, adjoint and tangent sweeps' steps (compiled_steps.h)
-    for a module of these sizes and Newton matrix structure (``nonzeros``): after its kernels
-    and its written-out LU, which the steps call directly. Only for a module with the written-out
+    for a module of these sizes, Newton matrix structure (``nonzeros``) and LU plan: after
+    its kernels and its written-out LU, which the steps call directly. Only for a module with the written-out
     LU, tree kernels and a residual without jumps: a step the written LU cannot take, a graph
     module's residual program and the switch search stay in the core's generic steps."""
     keys = ("n", "m", "n_p", "n_tau", "n_st", "n_s", "n_u")
     return ([f"#define SD_{key.upper()} {getattr(sizes, key)}" for key in keys]
             + noise_coupling_lines(noise_coupling(nonzeros, sizes.n, sizes.nm), sizes.nm)
+            + ['#include "vector_ops.h"'] + solve_block_lines(plan)
             + ['#include "compiled_steps.h"']
             + [f"#undef SD_{key.upper()}" for key in keys + ("noise_nn",)])
 
@@ -1118,7 +1119,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     jumps = has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C))
     steps = plan is not None and not graph and not jumps
     if steps:
-        out += c_block(compiled_steps_lines(sizes, k_nonzeros), [
+        out += c_block(compiled_steps_lines(sizes, k_nonzeros, plan), [
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",
             "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil",
             "long sd_tangent_steps(symdae_tangent_steps* r, long i, long last) noexcept nogil"]

@@ -25,13 +25,19 @@ from dataclasses import dataclass
 
 from .printer import c_block
 
-__all__ = ["LUPlan", "plan_lu", "lu_lines", "MAX_UPDATES"]
+__all__ = ["LUPlan", "plan_lu", "lu_lines", "solve_block_lines", "MAX_UPDATES",
+           "MAX_BLOCK_SOLVE"]
 
 # the straight-line code grows with the elimination's updates; above this many the module
 # keeps to the core's loops. The chain of 80 pendula (240 x 240, 1738 updates) compiles 4 s
 # longer (13 s) for a step 17 % faster; the 20-link pendulum on a cart (a dense 21 x 21
 # matrix, 2870 updates) compiled 8 s longer for a step 2 % faster, where the kernels dominate
 MAX_UPDATES = 2000
+# the compiled tangent steps inline the solve for all directions into a copy of their step per
+# direction count (8 copies of the substitutions): above this many multiply-subtracts they
+# call written_lu_solve_rows per direction instead. With all of them, the chain of 20 pendula
+# (308) compiled 26 % longer, the chain of 80 46 %
+MAX_BLOCK_SOLVE = 128
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,23 @@ def _symbolic(nonzeros, N: int, order: tuple) -> LUPlan:
     return LUPlan(N, order, permuted, lower, upper)
 
 
+def _substitutions(plan: LUPlan) -> list:
+    """The forward and back substitutions of the solve on x0 .. x{N-1} (in the permuted
+    order), every multiplier applied: written_lu_solve's operations without its zero tests."""
+    N, lines = plan.N, []
+
+    def b(i, j):
+        return f"B[{i * N + j}]"
+
+    for k in range(N):
+        if plan.lower[k]:
+            lines += [f"s = x{k};"] + [f"x{i} -= {b(i, k)} * s;" for i in plan.lower[k]]
+    for k in range(N - 1, -1, -1):
+        lines += [f"s = x{k};"] + [f"s -= {b(k, j)} * x{j};" for j in plan.upper[k]]
+        lines += [f"x{k} = s * {b(k, k)};"]
+    return lines
+
+
 def lu_lines(plan: LUPlan) -> list:
     """Cython lines declaring the module's ``written_lu_factor``, ``written_lu_solve``,
     ``written_lu_solve_rows`` and ``written_lu_solve_t`` (symdae_kernels.h states their
@@ -200,3 +223,32 @@ def lu_lines(plan: LUPlan) -> list:
         "void written_lu_solve(const double* B, double* b) noexcept nogil",
         "void written_lu_solve_rows(const double* B, double* b, int nd) noexcept nogil",
         "void written_lu_solve_t(const double* B, double* b) noexcept nogil"])
+
+
+def solve_block_lines(plan: LUPlan) -> list:
+    """C lines of ``written_lu_solve_block(B, b, nd)``: the solve of nd right-hand sides stored
+    by row (b[k nd + d]) at once, for the compiled tangent steps (compiled_steps.h, where nd
+    is a constant): two directions to a vector of a pair, with every multiplier applied,
+    written_lu_solve_rows' operations per direction but for its tests for a zero (x - B s
+    with s = 0 is x for every finite B and x, up to the sign of a zero); above
+    MAX_BLOCK_SOLVE multiply-subtracts, written_lu_solve_rows per direction. After lu_lines'
+    code and vector_ops.h."""
+    N, order = plan.N, plan.order
+    xs = ", ".join(f"x{k}" for k in range(N))
+    body = _substitutions(plan)
+    c = ["#if defined(__GNUC__)", "__attribute__((always_inline))", "#endif",
+         "static inline void written_lu_solve_block(const double *restrict B, "
+         "double *restrict b, const int nd) {",
+         "    int d = 0;"]
+    if sum(" -= " in line for line in body) > MAX_BLOCK_SOLVE:
+        return c + ["    for (; d < nd; d++)", "        written_lu_solve_rows(B, b + d, nd);", "}"]
+    c += ["    for (; d + 1 < nd; d += 2) {", f"        sd_pair s, {xs};"]
+    c += [f"        x{k} = sd_load_pair(b + {order[k]} * nd + d);" for k in range(N)]
+    c += ["        " + line for line in body]
+    c += [f"        sd_store_pair(b + {order[k]} * nd + d, x{k});" for k in range(N)]
+    c += ["    }", "    for (; d < nd; d++) {", f"        double s, {xs};"]
+    c += [f"        x{k} = b[{order[k]} * nd + d];" for k in range(N)]
+    c += ["        " + line for line in body]
+    c += [f"        b[{order[k]} * nd + d] = x{k};" for k in range(N)]
+    c += ["    }", "}"]
+    return c

@@ -10,7 +10,8 @@ import pytest
 
 import symdae
 from symdae.model import emit
-from symdae.model.lu_plan import lu_lines, plan_lu
+from symdae.model import lu_plan
+from symdae.model.lu_plan import lu_lines, plan_lu, solve_block_lines
 
 
 def structure(rows: list) -> tuple:
@@ -110,6 +111,30 @@ def test_the_written_code_names_every_factor_entry_and_solves_in_order():
     # the solves read b in the order and write it back there
     for k, c in enumerate(plan.order):
         assert f"x{k} = b[{c}];" in text and f"b[{c}] = x{k};" in text
+
+
+def test_the_block_solve_applies_every_multiplier_to_pairs_then_one_direction(monkeypatch):
+    nz, N = structure(KKT)
+    plan = plan_lu(nz, N)
+    text = "\n".join(solve_block_lines(plan))
+    pairs, single = text.split("for (; d < nd; d++) {")
+    # the forward substitution's multipliers without the rows solve's zero tests, then the
+    # back substitution's, in each loop
+    mults = [f"x{i} -= B[{i * N + k}] * s;" for k in range(N) for i in plan.lower[k]]
+    backs = [f"s -= B[{k * N + j}] * x{j};" for k in range(N - 1, -1, -1) for j in plan.upper[k]]
+    for part in (pairs, single):
+        lines = [ln.strip() for ln in part.splitlines()]
+        assert [ln for ln in lines if ln.startswith("x") and " -= " in ln] == mults
+        assert [ln for ln in lines if ln.startswith("s -= ")] == backs
+        assert "if (s != 0.0)" not in part
+    for k, c in enumerate(plan.order):
+        assert f"x{k} = sd_load_pair(b + {c} * nd + d);" in pairs
+        assert f"sd_store_pair(b + {c} * nd + d, x{k});" in pairs
+        assert f"x{k} = b[{c} * nd + d];" in single and f"b[{c} * nd + d] = x{k};" in single
+    # above the limit: the rows solve per direction
+    monkeypatch.setattr(lu_plan, "MAX_BLOCK_SOLVE", len(mults) + len(backs) - 1)
+    text = "\n".join(solve_block_lines(plan))
+    assert "written_lu_solve_rows(B, b + d, nd);" in text and "sd_pair" not in text
 
 
 def test_the_emitter_writes_the_lu_into_the_table_or_leaves_it_out(monkeypatch):

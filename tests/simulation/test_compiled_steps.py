@@ -274,7 +274,9 @@ def tangents_both(system, traj, D, states):
 def test_the_tangent_sweep_takes_the_compiled_steps_bit_for_bit(name, steps, dense, scheme,
                                                                  store, states):
     """The tangent sweep along one to four directions (the written-out products'): the
-    module's compiled steps give the generic steps' sensitivities bit for bit, refactorising
+    module's compiled steps give the generic steps' sensitivities bit for bit (up to the sign
+    of a zero: their solve for all directions at once applies the multipliers the generic
+    solve skips where they multiply a zero), refactorising
     or reading the stored factorisations, keeping every state's tangents or the outputs'
     only. Where the written LU refuses a matrix (the slider-crank) the generic step takes that
     step with the dense LU and the sweep goes on in the compiled ones; five directions keep to
@@ -301,6 +303,25 @@ def test_the_tangent_sweep_takes_the_compiled_steps_bit_for_bit(name, steps, den
             assert 0.9 * n < taken < n, (nd, taken, n)
         else:
             assert taken == n, (nd, taken, n)
+
+
+def test_the_tangent_steps_solve_per_direction_above_the_block_solve_limit(monkeypatch,
+                                                                            tmp_path):
+    """Above lu_plan.MAX_BLOCK_SOLVE the compiled tangent steps solve each direction with
+    written_lu_solve_rows, as the generic step does: the same sensitivities."""
+    from symdae.model import lu_plan
+    monkeypatch.setattr(lu_plan, "MAX_BLOCK_SOLVE", 0)
+    model, ns = symdae.load_model("engine_mount")
+    ds = derive(model)
+    assert "written_lu_solve_rows(B, b + d, nd);" in emit_cython(ds)
+    system = symdae.compile_model(model, cache_dir=tmp_path)
+    sc = scenario_of(ns, {}, 500)
+    traj = system.simulate(sc)
+    D = np.random.default_rng(5).uniform(-1.0, 1.0, (system.sizes.n_p, 3))
+    (fast, frep), (generic, _) = tangents_both(system, traj, D, True)
+    assert frep.counters.compiled_steps == 500
+    for f in ("dq", "dv", "da", "dlam", "ds"):
+        np.testing.assert_array_equal(getattr(fast, f), getattr(generic, f), err_msg=f)
 
 
 def test_the_tangent_sweep_with_the_core_loops_lu_keeps_the_generic_step():
