@@ -984,9 +984,11 @@ def noise_coupling_lines(entries, N: int) -> list:
 def compiled_steps_lines(sizes: Sizes, nonzeros, plan) -> list:
     """C lines that compile the forward, adjoint and tangent sweeps' steps (compiled_steps.h)
     for a module of these sizes, Newton matrix structure (``nonzeros``) and LU plan: after
-    its kernels and its written-out LU, which the steps call directly. Only for a module with the written-out
-    LU, tree kernels and a residual without jumps: a step the written LU cannot take, a graph
-    module's residual program and the switch search stay in the core's generic steps."""
+    its kernels and its written-out LU, which the steps call directly, with the tangent
+    steps' solve for all directions (lu_plan.solve_block_lines). Only for a module with the
+    written-out LU, tree kernels and a residual without jumps: a step the written LU cannot
+    take, a graph module's residual program and the switch search stay in the core's generic
+    steps."""
     keys = ("n", "m", "n_p", "n_tau", "n_st", "n_s", "n_u")
     return ([f"#define SD_{key.upper()} {getattr(sizes, key)}" for key in keys]
             + noise_coupling_lines(noise_coupling(nonzeros, sizes.n, sizes.nm), sizes.nm)
