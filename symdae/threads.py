@@ -8,13 +8,14 @@ limits every loaded BLAS to one thread while any symdae evaluation runs and rest
 user's setting when the last one ends (threadpoolctl does the limiting).
 
 The thread count of a BLAS library is process-wide, so the reference count that lets threads
-overlap their evaluations is process-wide too: one guard object, made on first use. Limits
-set from a thread other than the main one do not always hold: with SciPy's and NumPy's
-OpenBLAS 0.3.30 / 0.3.31 (pthreads), once the main thread has set a count, a count set from
-another thread does not take (the main thread reads the old one too; threadpoolctl's README:
-it is designed for limits set from the main thread, and OpenBLAS's
-openblas_set_num_threads_local is process-wide as well). Evaluations on a thread pool after
-one in the main thread may then run BLAS with its own thread count.
+overlap their evaluations is process-wide too: one guard object, made on first use. The
+evaluation that starts the count and the one that ends it may run on different threads (a
+thread pool's): threadpoolctl (3.8) lets only the thread that last set a pthreads OpenBLAS's
+count set it again while that thread lives, and ignores the others without a word, which
+left the user's count at 1 after overlapping evaluations on a pool and a pool's evaluations
+unlimited after one in the main thread. The guard therefore hands threadpoolctl's control to
+the thread that sets the counts, under its own lock, and gives it up after
+(``clear_controlling_thread``, threadpoolctl's own means for this).
 
 Ctrl-C reaches only the main thread. When it arrives while the main thread waits for a pool
 (``pool``, ``gather``), the queued work is cancelled and ``stop_requested()`` turns true until
@@ -102,7 +103,7 @@ class _Guard:
                 counts = [(lc, lc.num_threads) for lc in self._blas]
                 self._restore = [(lc, n) for lc, n in counts if isinstance(n, int) and n > 1]
                 for lc, _ in self._restore:
-                    lc.set_num_threads(1)
+                    _set_threads(lc, 1)
             self._users += 1
 
     def exit(self):
@@ -110,8 +111,20 @@ class _Guard:
             self._users -= 1
             if self._users == 0:
                 for lc, n in self._restore:
-                    lc.set_num_threads(n)
+                    _set_threads(lc, n)
                 self._restore = []
+
+
+def _set_threads(lc, n: int) -> None:
+    # from whichever thread holds the guard's lock: threadpoolctl's control of a pthreads
+    # OpenBLAS is cleared before (else another live thread's control ignores this call) and
+    # after (else this thread's ignores every other thread's, the user's included)
+    clear = getattr(type(lc), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+    lc.set_num_threads(n)
+    if clear is not None:
+        clear(force=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,6 +1,9 @@
 """one_blas_thread: every BLAS library runs one thread while any evaluation does, and gets its
-own count back when the last one ends (nested evaluations included)."""
+own count back when the last one ends (nested evaluations included, and evaluations on other
+threads, which threadpoolctl lets set a count only while no other live thread controls it)."""
 from __future__ import annotations
+
+import threading
 
 import scipy.linalg  # noqa: F401  (its OpenBLAS is among the libraries limited)
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -26,4 +29,55 @@ def test_blas_runs_one_thread_inside_and_its_own_count_after():
                 raise ValueError("a failed evaluation")
         except ValueError:
             pass
+        assert set(_blas_threads()) == {3}
+
+
+def _run(*targets) -> None:
+    threads = [threading.Thread(target=f) for f in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a thread of the test hangs"
+
+
+def test_an_evaluation_on_a_pool_thread_after_one_in_the_main_thread_runs_one_thread():
+    seen = []
+
+    def evaluate():
+        with one_blas_thread():
+            seen.append(set(_blas_threads()))
+
+    with threadpool_limits(limits=3, user_api="blas"):
+        with one_blas_thread():          # a serial evaluation first
+            pass
+        _run(evaluate)
+        assert seen == [{1}]
+        assert set(_blas_threads()) == {3}
+
+
+def test_overlapping_evaluations_on_live_threads_give_the_count_back():
+    # the first evaluation to start ends first, and its thread lives on (a pool's), so the
+    # count is given back from the other thread
+    entered, first_done, second_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with one_blas_thread():
+            seen["first"] = set(_blas_threads())
+            assert entered.wait(30)
+        first_done.set()
+        assert second_done.wait(30)
+        seen["after both"] = set(_blas_threads())
+
+    def second():
+        with one_blas_thread():
+            entered.set()
+            assert first_done.wait(30)
+            seen["second, alone"] = set(_blas_threads())
+        second_done.set()
+
+    with threadpool_limits(limits=3, user_api="blas"):
+        _run(first, second)
+        assert seen == {"first": {1}, "second, alone": {1}, "after both": {3}}
         assert set(_blas_threads()) == {3}
