@@ -7,7 +7,10 @@ same discrete HHT equations, predictor, Newton policy and stopping test as symda
 same cost (least squares on a1, left rule) and its discrete adjoint, written by hand for this
 one model (closed-form elimination of the symmetric 5 x 5 Newton matrix, two of whose entries
 vary). It is compiled here with gcc into a temporary folder, with symdae's model flags (-O2 -g0)
-and with the core's (-O3 -g0), and called through ctypes with preallocated buffers. Its numba
+and with the core's (-O3 -g0), and where the processor has AVX2 (symdae's kernel module is then
+compiled for it: symdae.compilation.cache.VECTOR_FLAGS) at -O3 with the same vector flags too
+("ref-O3-avx2", for comparison; the goals stay against plain -O3), and called through ctypes
+with preallocated buffers. Its numba
 port (benchmarks/reference/engine_mount_numba.py: the same algorithm statement for statement,
 the same numbers bit for bit) is timed too where numba is installed (the test extra has it).
 
@@ -70,6 +73,7 @@ except ImportError:
     EngineMountNumba = None
 
 import symdae
+from symdae.compilation.cache import VECTOR_FLAGS, vector_extension
 from symdae.costs.time_domain import LeastSquares
 from symdae.simulation.sensitivity import adjoint_gradient
 
@@ -103,7 +107,13 @@ def make_setup(folder: Path) -> Setup:
     su = Setup(system, sc, start, system.parameter_vector(start), data, cost)
     grid = dict(t0=sc.t0, h=sc.h, N=sc.n_steps, alpha=sc.alpha, data=data, rtol=sc.rtol,
                 max_iter=sc.max_iter)
-    for label, flags in (("-O2", FLAGS_O2), ("-O3", FLAGS_O3)):
+    builds = [("-O2", FLAGS_O2), ("-O3", FLAGS_O3)]
+    # symdae compiles its kernel module for AVX2 where the processor has it: the C code
+    # with the same vector flags too, for comparison (the goals stay against plain -O3)
+    vector = vector_extension()
+    if VECTOR_FLAGS[vector]:
+        builds.append((f"-O3-{vector}", FLAGS_O3 + VECTOR_FLAGS[vector]))
+    for label, flags in builds:
         lib = compile_library(flags, folder)
         su.refs[f"ref{label}"] = EngineMountReference(lib, **grid)
     if EngineMountNumba is not None:
@@ -307,11 +317,11 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
         r_js = ratio(t, "symdae J", f"{lab} J, no storage")
         goal_j, goal_jg = {"ref-O3": (GOALS["J"], GOALS["JG"]),
                            "numba": (GOALS["numba"], GOALS["numba"])}.get(lab, (None, None))
-        print(f"  symdae J / {lab} J{'':{7 - len(lab)}s}               {r_j[0]:6.2f}  "
+        print(f"  symdae J / {lab} J{'':{max(0, 7 - len(lab))}s}               {r_j[0]:6.2f}  "
               f"[{r_j[1]:.2f}, {r_j[2]:.2f}]   {goal_text(r_j[0], goal_j)}")
-        print(f"  symdae J / {lab} J (no storage){'':{7 - len(lab)}s}  {r_js[0]:6.2f}  "
+        print(f"  symdae J / {lab} J (no storage){'':{max(0, 7 - len(lab))}s}  {r_js[0]:6.2f}  "
               f"[{r_js[1]:.2f}, {r_js[2]:.2f}]")
-        print(f"  symdae (J+grad) / {lab} (J+grad){'':{7 - len(lab)}s} {r_jg[0]:6.2f}  "
+        print(f"  symdae (J+grad) / {lab} (J+grad){'':{max(0, 7 - len(lab))}s} {r_jg[0]:6.2f}  "
               f"[{r_jg[1]:.2f}, {r_jg[2]:.2f}]   {goal_text(r_jg[0], goal_jg)}")
     r = ratio(t, "symdae J+grad", "symdae J")
     print(f"  symdae (J+grad) / J                  {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]   "
@@ -320,7 +330,7 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
     print(f"  symdae (J+grad, LU stored) / J       {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]")
     for lab in su.refs:
         r = ratio(t, f"{lab} J+grad", f"{lab} J")
-        print(f"  {lab} (J+grad) / J{'':{7 - len(lab)}s}                {r[0]:6.2f}  "
+        print(f"  {lab} (J+grad) / J{'':{max(0, 7 - len(lab))}s}                {r[0]:6.2f}  "
               f"[{r[1]:.2f}, {r[2]:.2f}]")
     if "symdae J, core LU loops" in t:
         for a, b in (("symdae J", "symdae J, core LU loops"),

@@ -45,13 +45,24 @@ from filelock import FileLock
 
 from ..errors import BuildError
 
-__all__ = ["COMPILE_FLAGS", "default_cache_dir", "cache_key", "vector_extension", "build_name",
+__all__ = ["COMPILE_FLAGS", "VECTOR_FLAGS", "compile_flags", "default_cache_dir", "cache_key",
+           "vector_extension", "build_name",
            "write_source", "compile_module", "load_module", "build_cached", "compiler_available",
            "compiler_command", "generator_digest"]
 
 # -fopenmp-simd: the pragma only (no OpenMP runtime), for the loops of vector_ops.h that the
 # module's compiled steps share with the core (setup.py builds the core with it too)
 COMPILE_FLAGS = ("-O2", "-g0", "-fopenmp-simd")
+# added by the vector instructions the machine has (vector_extension): with AVX2 the whole
+# module is compiled for it, so that the compiled steps' loops over n, n + m and the tangents'
+# n x directions entries take four doubles an instruction (the engine mount's tangent step,
+# four directions: 1 202 -> 960 instructions). No FMA: -mavx2 does not enable it and
+# -ffp-contract=off would keep a * b + c two roundings if it did, so every operation rounds
+# as in the core's base build and the compiled steps compute the generic steps' numbers bit
+# for bit. The whole module, not only the steps (target attributes): steps built for AVX2
+# calling kernels built without it ran 4 to 5 times slower here (an AMD EPYC), presumably
+# from switching between the two instruction encodings.
+VECTOR_FLAGS = {"base": (), "avx2": ("-mavx2", "-ffp-contract=off")}
 BUILD_TIMEOUT = 1800.0  # seconds; a compile that hangs longer is reported as failed
 
 _PKG = Path(__file__).resolve().parents[1]         # the symdae package
@@ -145,6 +156,15 @@ def vector_extension() -> str:
     return "base"
 
 
+def compile_flags(vector: str | None = None) -> tuple:
+    """The C compiler's flags for a kernel module on this machine (``vector``: the vector
+    instructions, default :func:`vector_extension`'s): COMPILE_FLAGS plus VECTOR_FLAGS."""
+    vector = vector_extension() if vector is None else vector
+    if vector not in VECTOR_FLAGS:
+        raise ValueError(f"unknown vector extension {vector!r}; known: {', '.join(VECTOR_FLAGS)}")
+    return COMPILE_FLAGS + VECTOR_FLAGS[vector]
+
+
 def _tool_versions() -> dict:
     """What the compiled module's binary interface depends on (part of the key). The C
     compiler is not: any compiler's build of the same source and flags serves, so a warm cache
@@ -168,8 +188,10 @@ def generator_digest() -> str:
     return h.hexdigest()
 
 
-def cache_key(definition: str, flags=COMPILE_FLAGS) -> str:
-    """Content hash of everything that determines the compiled module; derives nothing."""
+def cache_key(definition: str, flags=None) -> str:
+    """Content hash of everything that determines the compiled module (``flags``: default
+    :func:`compile_flags`'s); derives nothing."""
+    flags = compile_flags() if flags is None else flags
     h = hashlib.sha256()
     for part in (definition, generator_digest(), json.dumps(list(flags)),
                  json.dumps(_tool_versions(), sort_keys=True)):
@@ -193,13 +215,15 @@ def write_source(text: str, folder: Path, modname: str) -> Path:
     return path
 
 
-def compile_module(folder: Path, modname: str, flags=COMPILE_FLAGS,
+def compile_module(folder: Path, modname: str, flags=None,
                    timeout: float = BUILD_TIMEOUT) -> Path:
-    """Compile ``<folder>/<modname>.pyx`` in a child process; return the extension's path.
+    """Compile ``<folder>/<modname>.pyx`` in a child process (``flags``: default
+    :func:`compile_flags`'s); return the extension's path.
 
     The output of Cython and the C compiler goes to ``<folder>/build.log``; on failure a
     :class:`BuildError` carries it.
     """
+    flags = compile_flags() if flags is None else flags
     cfg = {"include_path": [str(_PKG.parent)], "include_dirs": [str(_CORE)],
            "flags": list(flags)}
     cmd = [sys.executable, str(Path(__file__).with_name("worker.py")), str(folder), modname, json.dumps(cfg)]
@@ -353,7 +377,7 @@ def _build_locked(cache: Path, dirname: str, modname: str, final: Path, so_name:
             print(f"symdae: compiled in {timings['compile_s']:.1f} s", file=sys.stderr,
                   flush=True)
         shutil.rmtree(tmp / "build", ignore_errors=True)
-        meta = dict(meta, sha256=_sha256(so), flags=list(COMPILE_FLAGS),
+        meta = dict(meta, sha256=_sha256(so), flags=list(compile_flags()),
                     tools=dict(_tool_versions(),
                                compiler=_compiler_version(compiler_command()[0])),
                     timings=timings)

@@ -173,7 +173,6 @@ def noise_covariance(outputs: Sequence[str], noise=None) -> np.ndarray:
 def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     """sum_i eta_i S_i^T R^-1 S_i for S of shape (samples, outputs, parameters)."""
     ns, n_out, nb = S.shape
-    L = linalg.cholesky(R, lower=True)
     # whiten: Z_i = L^-1 S_i, then F = sum_i eta_i Z_i^T Z_i, one product of a tall matrix.
     # L^-1 is n_out x n_out (tiny); applying it by matmul is far cheaper than a triangular
     # solve with (samples x parameters) right-hand sides.
@@ -184,6 +183,7 @@ def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     if np.array_equal(R, np.eye(n_out)):
         Z = S.transpose(1, 0, 2)
     else:
+        L = linalg.cholesky(R, lower=True)
         Linv = linalg.solve_triangular(L, np.eye(n_out), lower=True)
         Z = (Linv @ S.transpose(1, 0, 2).reshape(n_out, ns * nb)).reshape(n_out, ns, nb)
     eta = np.asarray(eta, dtype=float)
@@ -283,7 +283,9 @@ def fisher_information(sensitivities: OutputSensitivities, noise=None, *, quadra
     sens = sensitivities
     R = noise_covariance(sens.outputs, noise)
     eta = quadrature_weights(sens.t, quadrature)
-    if np.any(~np.isfinite(eta)) or np.any(eta < 0):
+    # "sum"'s weights are ones; the others' are checked (an array, or times out of order)
+    if not (isinstance(quadrature, str) and quadrature == "sum") and (
+            np.any(~np.isfinite(eta)) or np.any(eta < 0)):
         raise InputError("quadrature weights must be finite and >= 0")
     F = fisher_matrix(sens.S, R, eta)
     scales = parameter_scales(sens.parameters, sens.values, scaling)

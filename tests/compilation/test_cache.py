@@ -375,6 +375,30 @@ def test_key_hashes_the_generator_sources(monkeypatch):
     assert build.cache_key(definition) != ref
 
 
+def test_compile_flags_follow_the_vector_instructions(base, monkeypatch):
+    """AVX2 machines build the whole module for AVX2, never with FMA (one rounding less would
+    break the compiled steps' bit-for-bit agreement with the core's); the flags are part of
+    the key and recorded in meta.json."""
+    assert build.compile_flags("base") == build.COMPILE_FLAGS
+    avx2 = build.compile_flags("avx2")
+    assert avx2[:len(build.COMPILE_FLAGS)] == build.COMPILE_FLAGS
+    assert "-mavx2" in avx2 and "-ffp-contract=off" in avx2
+    assert not any("fma" in f for f in avx2)
+    with pytest.raises(ValueError, match="avx512"):
+        build.compile_flags("avx512")
+    folder = Path(base.build_info["folder"])
+    assert tuple(json.loads((folder / "meta.json").read_text())["flags"]) == \
+        build.compile_flags()
+    command = (folder / "build.log").read_text().splitlines()[0]
+    assert json.dumps(list(build.compile_flags())) in command
+    definition = make_model().definition()
+    keys = {build.cache_key(definition, build.compile_flags(v)) for v in build.VECTOR_FLAGS}
+    assert len(keys) == len(build.VECTOR_FLAGS)
+    assert build.cache_key(definition) == build.cache_key(definition, build.compile_flags())
+    monkeypatch.setattr(build, "vector_extension", lambda: "base")
+    assert build.compile_flags() == build.COMPILE_FLAGS
+
+
 def test_warm_load_starts_no_subprocess(base, cache, monkeypatch):
     """A warm load asks no compiler anything (its version is recorded at build time only)."""
     def no_subprocess(*args, **kwargs):
