@@ -311,17 +311,18 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
               f"{med(v) / N * 1e9:7.1f} ns/step")
     print()
     print("ratios (ratio of medians; [median of per-round ratios, ratio of minima]):")
+    pad = max(7, *(len(lab) for lab in su.refs))     # the labels' column, as wide as the longest
     for lab in su.refs:
         r_j = ratio(t, "symdae J", f"{lab} J")
         r_jg = ratio(t, "symdae J+grad", f"{lab} J+grad")
         r_js = ratio(t, "symdae J", f"{lab} J, no storage")
         goal_j, goal_jg = {"ref-O3": (GOALS["J"], GOALS["JG"]),
                            "numba": (GOALS["numba"], GOALS["numba"])}.get(lab, (None, None))
-        print(f"  symdae J / {lab} J{'':{max(0, 7 - len(lab))}s}               {r_j[0]:6.2f}  "
+        print(f"  symdae J / {lab} J{'':{pad - len(lab)}s}               {r_j[0]:6.2f}  "
               f"[{r_j[1]:.2f}, {r_j[2]:.2f}]   {goal_text(r_j[0], goal_j)}")
-        print(f"  symdae J / {lab} J (no storage){'':{max(0, 7 - len(lab))}s}  {r_js[0]:6.2f}  "
+        print(f"  symdae J / {lab} J (no storage){'':{pad - len(lab)}s}  {r_js[0]:6.2f}  "
               f"[{r_js[1]:.2f}, {r_js[2]:.2f}]")
-        print(f"  symdae (J+grad) / {lab} (J+grad){'':{max(0, 7 - len(lab))}s} {r_jg[0]:6.2f}  "
+        print(f"  symdae (J+grad) / {lab} (J+grad){'':{pad - len(lab)}s} {r_jg[0]:6.2f}  "
               f"[{r_jg[1]:.2f}, {r_jg[2]:.2f}]   {goal_text(r_jg[0], goal_jg)}")
     r = ratio(t, "symdae J+grad", "symdae J")
     print(f"  symdae (J+grad) / J                  {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]   "
@@ -330,7 +331,7 @@ def report(su: Setup, ver: dict, t: dict, N: int) -> None:
     print(f"  symdae (J+grad, LU stored) / J       {r[0]:6.2f}  [{r[1]:.2f}, {r[2]:.2f}]")
     for lab in su.refs:
         r = ratio(t, f"{lab} J+grad", f"{lab} J")
-        print(f"  {lab} (J+grad) / J{'':{max(0, 7 - len(lab))}s}                {r[0]:6.2f}  "
+        print(f"  {lab} (J+grad) / J{'':{pad - len(lab)}s}                {r[0]:6.2f}  "
               f"[{r[1]:.2f}, {r[2]:.2f}]")
     if "symdae J, core LU loops" in t:
         for a, b in (("symdae J", "symdae J, core LU loops"),

@@ -43,7 +43,7 @@ from typing import Callable
 import platformdirs
 from filelock import FileLock
 
-from ..errors import BuildError
+from ..errors import BuildError, InputError
 
 __all__ = ["COMPILE_FLAGS", "VECTOR_FLAGS", "compile_flags", "default_cache_dir", "cache_key",
            "vector_extension", "build_name",
@@ -55,8 +55,8 @@ __all__ = ["COMPILE_FLAGS", "VECTOR_FLAGS", "compile_flags", "default_cache_dir"
 COMPILE_FLAGS = ("-O2", "-g0", "-fopenmp-simd")
 # added by the vector instructions the machine has (vector_extension): with AVX2 the whole
 # module is compiled for it, so that the compiled steps' loops over n, n + m and the tangents'
-# n x directions entries take four doubles an instruction (the engine mount's tangent step,
-# four directions: 1 202 -> 960 instructions). No FMA: -mavx2 does not enable it and
+# n x directions entries take four doubles an instruction (engine mount, profile_sweeps.py:
+# the Fisher information's tangent sweep 1 448 -> 1 127 instructions per step). No FMA: -mavx2 does not enable it and
 # -ffp-contract=off would keep a * b + c two roundings if it did, so every operation rounds
 # as in the core's base build and the compiled steps compute the generic steps' numbers bit
 # for bit. The whole module, not only the steps (target attributes): steps built for AVX2
@@ -161,7 +161,8 @@ def compile_flags(vector: str | None = None) -> tuple:
     instructions, default :func:`vector_extension`'s): COMPILE_FLAGS plus VECTOR_FLAGS."""
     vector = vector_extension() if vector is None else vector
     if vector not in VECTOR_FLAGS:
-        raise ValueError(f"unknown vector extension {vector!r}; known: {', '.join(VECTOR_FLAGS)}")
+        raise InputError(f"unknown vector extension {vector!r}: one of "
+                         f"{', '.join(VECTOR_FLAGS)}")
     return COMPILE_FLAGS + VECTOR_FLAGS[vector]
 
 

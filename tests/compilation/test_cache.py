@@ -22,7 +22,7 @@ from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
 from symdae.compilation import cache as build
-from symdae.errors import BuildError
+from symdae.errors import BuildError, InputError
 
 pipeline = importlib.import_module("symdae.simulation.compile")
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
@@ -384,7 +384,7 @@ def test_compile_flags_follow_the_vector_instructions(base, monkeypatch):
     assert avx2[:len(build.COMPILE_FLAGS)] == build.COMPILE_FLAGS
     assert "-mavx2" in avx2 and "-ffp-contract=off" in avx2
     assert not any("fma" in f for f in avx2)
-    with pytest.raises(ValueError, match="avx512"):
+    with pytest.raises(InputError, match="avx512"):
         build.compile_flags("avx512")
     folder = Path(base.build_info["folder"])
     assert tuple(json.loads((folder / "meta.json").read_text())["flags"]) == \

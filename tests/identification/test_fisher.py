@@ -9,6 +9,7 @@ full Newton iterations also reproduces.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -74,6 +75,9 @@ def test_fisher_matrix_of_the_regression_in_closed_form(regression):
     expected = np.array([[p[j + k] * h ** (j + k) for k in range(3)] for j in range(3)])
     expected /= sigma**2
     assert np.allclose(F.matrix, expected, rtol=1e-13, atol=0)
+    # R = I (the default: no whitening) gives the same power sums, sigma^2 times
+    assert np.allclose(fisher_information(sens).matrix, expected * sigma**2, rtol=1e-13,
+                       atol=0)
     values = np.array([1.0, 2.0, 3.0])
     assert np.allclose(F.scaled, expected * np.outer(values, values), rtol=1e-13)
     # the covariance is its inverse; scaled covariance relative
@@ -239,6 +243,17 @@ def test_bad_noise_levels(regression):
         fisher_information(sens, np.eye(3))
     with pytest.raises(InputError, match="noise level"):
         noise_covariance(["y"], [0.0])
+    # quadrature weights: an array with a negative or NaN entry, and a rule on times out of
+    # order (negative spacings); the default "sum" takes ones
+    for bad in (-1.0, float("nan")):
+        eta = np.ones(len(traj.t))
+        eta[3] = bad
+        with pytest.raises(InputError, match="quadrature weights must be finite and >= 0"):
+            fisher_information(sens, quadrature=eta)
+    backwards = dataclasses.replace(sens, t=sens.t[::-1].copy())
+    with pytest.raises(InputError, match="quadrature weights must be finite and >= 0"):
+        fisher_information(backwards, quadrature="left")
+    assert fisher_information(backwards).n_samples == len(traj.t)
 
 
 def test_unknown_names(regression):
