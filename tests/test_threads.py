@@ -81,3 +81,33 @@ def test_overlapping_evaluations_on_live_threads_give_the_count_back():
         _run(first, second)
         assert seen == {"first": {1}, "second, alone": {1}, "after both": {3}}
         assert set(_blas_threads()) == {3}
+
+
+def test_counts_call_openblas_directly_and_any_other_library_through_threadpoolctl():
+    from symdae import threads
+
+    libs = threads._guard()._blas
+    pthreads = [c for c in libs if c.controller.internal_api == "openblas"
+                and c.controller.threading_layer == "pthreads"]
+    assert pthreads, "NumPy's and SciPy's wheels bring a pthreads OpenBLAS"
+    for c in pthreads:          # found its own symbols: the count a microsecond away
+        assert c._set is not None
+        before = c.get()
+        c.set(2 if before != 2 else 3)
+        assert c.get() == c.controller.num_threads == (2 if before != 2 else 3)
+        c.set(before)
+        assert c.controller.num_threads == before
+
+    class OtherBlas:            # an MKL, a BLIS: threadpoolctl's calls
+        internal_api, threading_layer, num_threads = "mkl", "intel", 4
+        calls: list = []
+
+        def set_num_threads(self, n):
+            self.calls.append(n)
+            self.num_threads = n
+
+    other = OtherBlas()
+    counts = threads._Counts(other)
+    assert counts.get() == 4
+    counts.set(1)
+    assert other.num_threads == 1 and other.calls == [1]

@@ -25,8 +25,10 @@ DEFAULT_ALPHA = -0.1
 MAX_STEPS = 2**40  # beyond any memory: refused before the grid is even counted in detail
 
 
+@functools.lru_cache(maxsize=1)
 def physical_memory() -> int:
-    """Bytes of RAM of this machine (64 GiB where the OS does not say)."""
+    """Bytes of RAM of this machine (64 GiB where the OS does not say); asked once (every
+    gradient's memory plan reads it)."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):

@@ -71,6 +71,12 @@ class System:
         self.restore = restore
         self._switch_counter: SwitchCounter | None = None
         self.sizes: Sizes = backend.sizes
+        # the names every run reads, worked out once (the model's name lists are properties
+        # that build new lists from its symbols)
+        self._parameter_index = {name: i for i, name in enumerate(model.parameter_names)}
+        self._names = {"parameters": model.parameter_names, "outputs": model.output_names,
+                       "coordinates": model.coordinate_names,
+                       "multipliers": model.multiplier_names}
         k = self.sizes
         expected = (model.n, model.m, len(model.parameters), len(model.inputs),
                     len(model.outputs))
@@ -88,13 +94,16 @@ class System:
     # ------------------------------------------------------------------ run-time data
     def parameter_vector(self, params: Mapping | None = None) -> np.ndarray:
         """Nominal values overridden by ``params`` ({name or Symbol: value}), in model order."""
-        names = self.model.parameter_names
         p = np.array(self.model.nominal_values, dtype=float)
-        for key, val in (params or {}).items():
+        if not params:
+            return p
+        index = self._parameter_index
+        for key, val in params.items():
             name = parameter_name(key)
-            if name not in names:
+            i = index.get(name)
+            if i is None:
                 raise UnknownNameError(f"unknown parameter {name!r}; the model's parameters "
-                                       f"are {names}")
+                                       f"are {self._names['parameters']}")
             try:
                 x = float(val)
             except (TypeError, ValueError):
@@ -102,7 +111,7 @@ class System:
                     from None
             if not math.isfinite(x):
                 raise InputError(f"value of parameter {name!r} is not finite: {val!r}")
-            p[names.index(name)] = x
+            p[i] = x
         return p
 
     def input_array(self, inputs: Mapping | None, t: np.ndarray) -> np.ndarray:
@@ -185,13 +194,14 @@ class System:
         if self.switch_counter.functions:             # a non-smooth model
             counters["switches"], counters["on_switch"] = self.switch_counter.count(
                 t, fwd.q, fwd.v, fwd.a, fwd.lam, p, U)
+        names = self._names
         return Trajectory(
             t=t, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
-            outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},
+            outputs={name: fwd.S[:, j] for j, name in enumerate(names["outputs"])},
             counters=counters,
-            params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
-            coordinate_names=model.coordinate_names,
-            multiplier_names=model.multiplier_names,
+            params=dict(zip(names["parameters"], p.tolist())), scenario=sc,
+            coordinate_names=list(names["coordinates"]),
+            multiplier_names=list(names["multipliers"]),
             wall_time=time.perf_counter() - t_start, _sweep=SweepData(fwd, x0),
         )
 
