@@ -145,8 +145,9 @@ class LeastSquares(Cost):
         J = 0.0
         for col, samples, wr, r in self._residuals(system, traj):
             # an elementwise sum, not np.dot: a BLAS dot of >= 10 001 samples wakes OpenBLAS's
-            # thread pool, which costs more than the sum (symdae/threads.py)
-            J += 0.5 * float(np.sum(wr * r))
+            # thread pool, which costs more than the sum (symdae/threads.py); the product in
+            # place, r is not needed after it
+            J += 0.5 * float(np.sum(np.multiply(wr, r, out=r)))
             samples.scatter(wr, dS[:, col])
         return J, dS
 
@@ -154,8 +155,8 @@ class LeastSquares(Cost):
         """J of eq. (4), the same number as :meth:`evaluate`'s, without dJ/dS."""
         J = 0.0
         for _, _, wr, r in self._residuals(system, traj):
-            # evaluate's product, in place (the same number): one array fewer to touch
-            J += 0.5 * float(np.sum(np.multiply(wr, r, out=wr)))
+            # evaluate's product (the same number)
+            J += 0.5 * float(np.sum(np.multiply(wr, r, out=r)))
         return J
 
 

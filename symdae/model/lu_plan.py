@@ -36,7 +36,8 @@ MAX_UPDATES = 2000
 # the compiled tangent steps inline the solve for all directions into a copy of their step per
 # direction count (8 copies of the substitutions): above this many multiply-subtracts they
 # call written_lu_solve_rows per direction instead. With all of them, the chain of 20 pendula
-# (308) compiled 26 % longer, the chain of 80 46 %
+# (308) compiled 26 % longer, the chain of 80 46 %. The compiled adjoint step inlines
+# written_lu_solve_t (one copy) up to as many (SYMDAE_STEP_INLINE)
 MAX_BLOCK_SOLVE = 128
 
 
@@ -202,7 +203,9 @@ def lu_lines(plan: LUPlan) -> list:
             c += [f"    x{k} = s * {b(k, k)};"]
         c += [f"    b[{order[k]}{at}] = x{k};" for k in range(N)]
         c += ["}", ""]
-    c += ["static void written_lu_solve_t(const double *B, double *b) {",
+    steps = sum(len(lo) + len(up) for lo, up in zip(plan.lower, plan.upper))
+    inline = "SYMDAE_STEP_INLINE " if steps <= MAX_BLOCK_SOLVE else ""
+    c += [inline + "static void written_lu_solve_t(const double *B, double *b) {",
           f"    double s, {xs};"]
     c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
     for k in range(N):

@@ -78,6 +78,17 @@ typedef struct {
  * the largest entry of its column, or one whose reciprocal overflows) or k + 1 (pivot k is
  * zero, and so is its column). */
 #define SYMDAE_LU_UNSTABLE (-2)
+/* A small kernel or solve that a module's compiled adjoint step (compiled_steps.h) calls,
+ * inlined there (symdae/model/emit.py's STEP_INLINE_KERNELS, lu_plan.py's
+ * written_lu_solve_t): the calls and the weight buffers between them then cost the step
+ * nothing, and the arithmetic stays the same (no contraction, no reassociation: the same
+ * numbers bit for bit). The kernel table takes their address too, so the compiler keeps an
+ * out-of-line copy for the core's generic step. */
+#if defined(__GNUC__)
+#define SYMDAE_STEP_INLINE __attribute__((always_inline)) inline
+#else
+#define SYMDAE_STEP_INLINE inline
+#endif
 typedef int (*symdae_lu_factor)(const double *K, double *B, double tol);
 typedef void (*symdae_lu_solve)(const double *B, double *b);
 /* lu_solve on one of nd right-hand sides stored by row: b[k nd] is its entry k */
