@@ -24,7 +24,11 @@ def test_the_adjoint_steps_small_kernels_and_solve_are_marked(monkeypatch):
                                "written_lu_solve_t"}
     # the header defines the mark the module's C uses
     assert "symdae_kernels.h" in source
-    # kernels above the size limit stay calls; so does a solve above its limit
+    # kernels above the size limit stay calls (the engine mount's state_vjp, param_vjp and
+    # output_vjp are 71, 97 and 4 tree nodes); so does a solve above its limit
+    monkeypatch.setattr(emit, "STEP_INLINE_NODES", 80)
+    assert _marked(symdae.emit_cython(ds)) == {"_k_state_vjp", "_k_output_vjp",
+                                                "written_lu_solve_t"}
     monkeypatch.setattr(emit, "STEP_INLINE_NODES", 0)
     monkeypatch.setattr(lu_plan, "MAX_BLOCK_SOLVE", 0)
     assert _marked(symdae.emit_cython(ds)) == set()
