@@ -110,13 +110,13 @@ REFRESH_HORIZON_GRAPH = 8
 # are at most STEP_INLINE_NODES tree nodes (SYMDAE_STEP_INLINE in symdae_kernels.h; each call
 # site gets a copy, state_vjp two): about the size of the step's own code around a call. The
 # adjoint sweep against the build with none of them and no inlined transposed solve
-# (lu_plan.py), both in one process, alternating, 10 000 steps (the TVD 20 000): the engine
-# mount (kernels of 4-97 nodes) 0.81-0.86 times as long (0.975 with the solve alone), the
-# redundant cart pendulum (4-51) 0.82, the slider-crank (its output_vjp) 0.95-0.97, the double
-# pendulum (its output_vjp) 1.02, the four-cylinder TVD (the solve alone) 0.96-0.97. Larger
-# kernels inlined gained nothing or lost (the TVD's, 128-801 nodes: 1.09; the double
-# pendulum's 122-189: 1.05), and so did the forward and tangent sweeps' kernels (the engine
-# mount: unchanged), so they stay calls
+# (lu_plan.py), both in one process, alternating, 10 000 steps (the TVD 20 000), the solve
+# inlined where lu_plan.MAX_INLINE_SOLVE_T allows: the engine mount (kernels of 4-97 nodes)
+# 0.81-0.86 times as long (0.975 with the solve alone), the redundant cart pendulum (4-51)
+# 0.82, the slider-crank (its output_vjp) 0.95-0.97, the double pendulum (its output_vjp)
+# 1.02. Larger kernels inlined gained nothing or lost (the TVD's, 128-801 nodes: 1.09; the
+# double pendulum's 122-189: 1.05), and so did the forward and tangent sweeps' kernels (the
+# engine mount: unchanged), so they stay calls
 STEP_INLINE_KERNELS = ("state_vjp", "param_vjp", "output_vjp")
 STEP_INLINE_NODES = 100
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from .printer import c_block
 
 __all__ = ["LUPlan", "plan_lu", "lu_lines", "solve_block_lines", "MAX_UPDATES",
-           "MAX_BLOCK_SOLVE"]
+           "MAX_BLOCK_SOLVE", "MAX_INLINE_SOLVE_T"]
 
 # the straight-line code grows with the elimination's updates; above this many the module
 # keeps to the core's loops. The chain of 80 pendula (240 x 240, 1738 updates) compiles 4 s
@@ -36,9 +36,14 @@ MAX_UPDATES = 2000
 # the compiled tangent steps inline the solve for all directions into a copy of their step per
 # direction count (8 copies of the substitutions): above this many multiply-subtracts they
 # call written_lu_solve_rows per direction instead. With all of them, the chain of 20 pendula
-# (308) compiled 26 % longer, the chain of 80 46 %. The compiled adjoint step inlines
-# written_lu_solve_t (one copy) up to as many (SYMDAE_STEP_INLINE)
+# (308) compiled 26 % longer, the chain of 80 46 %
 MAX_BLOCK_SOLVE = 128
+# the compiled adjoint step inlines written_lu_solve_t (SYMDAE_STEP_INLINE, one copy) up to
+# this many multiply-subtracts: its adjoint sweep, against the solve called, 0.87-0.88 times
+# as long on the redundant cart pendulum (10), 0.975 on the engine mount (8), 0.96-1.03 on the
+# spring chain (38); the four-cylinder TVD's (122) gained 1-4 % and took about 5 % longer to
+# compile, so the largest solves stay calls
+MAX_INLINE_SOLVE_T = 64
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,7 @@ def lu_lines(plan: LUPlan) -> list:
         c += [f"    b[{order[k]}{at}] = x{k};" for k in range(N)]
         c += ["}", ""]
     steps = sum(len(lo) + len(up) for lo, up in zip(plan.lower, plan.upper))
-    inline = "SYMDAE_STEP_INLINE " if steps <= MAX_BLOCK_SOLVE else ""
+    inline = "SYMDAE_STEP_INLINE " if steps <= MAX_INLINE_SOLVE_T else ""
     c += [inline + "static void written_lu_solve_t(const double *B, double *b) {",
           f"    double s, {xs};"]
     c += [f"    x{k} = b[{order[k]}];" for k in range(N)]

@@ -1,6 +1,6 @@
 """Which kernels and solves a module marks for inlining into its compiled adjoint step
 (SYMDAE_STEP_INLINE: emit.py's STEP_INLINE_KERNELS up to STEP_INLINE_NODES, lu_plan.py's
-written_lu_solve_t up to MAX_BLOCK_SOLVE multiply-subtracts). Text only, no compiler:
+written_lu_solve_t up to MAX_INLINE_SOLVE_T multiply-subtracts). Text only, no compiler:
 tests/simulation/test_compiled_steps.py runs the compiled adjoint steps and compares them
 with the core's generic step bit for bit."""
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_the_adjoint_steps_small_kernels_and_solve_are_marked(monkeypatch):
     assert _marked(symdae.emit_cython(ds)) == {"_k_state_vjp", "_k_output_vjp",
                                                 "written_lu_solve_t"}
     monkeypatch.setattr(emit, "STEP_INLINE_NODES", 0)
-    monkeypatch.setattr(lu_plan, "MAX_BLOCK_SOLVE", 0)
+    monkeypatch.setattr(lu_plan, "MAX_INLINE_SOLVE_T", 0)
     assert _marked(symdae.emit_cython(ds)) == set()
 
 
@@ -42,8 +42,8 @@ def test_the_solve_limit_counts_the_transposed_solves_multiply_subtracts(monkeyp
     plan = plan_lu(nz, N)
     steps = sum(len(lo) + len(up) for lo, up in zip(plan.lower, plan.upper))
     assert steps == 6
-    monkeypatch.setattr(lu_plan, "MAX_BLOCK_SOLVE", steps)
+    monkeypatch.setattr(lu_plan, "MAX_INLINE_SOLVE_T", steps)
     assert "SYMDAE_STEP_INLINE static void written_lu_solve_t(" in "\n".join(lu_lines(plan))
-    monkeypatch.setattr(lu_plan, "MAX_BLOCK_SOLVE", steps - 1)
+    monkeypatch.setattr(lu_plan, "MAX_INLINE_SOLVE_T", steps - 1)
     text = "\n".join(lu_lines(plan))
     assert "SYMDAE_STEP_INLINE" not in text and "static void written_lu_solve_t(" in text
