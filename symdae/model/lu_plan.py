@@ -41,8 +41,8 @@ MAX_BLOCK_SOLVE = 128
 # the compiled adjoint step inlines written_lu_solve_t (SYMDAE_STEP_INLINE, one copy) up to
 # this many multiply-subtracts: its adjoint sweep, against the solve called, 0.87-0.88 times
 # as long on the redundant cart pendulum (10), 0.975 on the engine mount (8), 0.96-1.03 on the
-# spring chain (38); the four-cylinder TVD's (122) gained 1-4 % and took about 5 % longer to
-# compile, so the largest solves stay calls
+# spring chain (38); the four-cylinder TVD's (122) gained 1-4 % and took 5-14 % longer to
+# compile (two runs of alternating cold builds), so the largest solves stay calls
 MAX_INLINE_SOLVE_T = 64
 
 
