@@ -139,6 +139,8 @@ class _Counts:
                 get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
                 put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
                 if get is not None and put is not None:
+                    # the CDLL's own function objects, which threadpoolctl calls too, with
+                    # the same int argument and result
                     get.restype, get.argtypes = ctypes.c_int, []
                     put.restype, put.argtypes = None, [ctypes.c_int]
                     self._get, self._set = get, put

@@ -62,6 +62,11 @@ class LUPlan:
         """Multiply-subtract updates of one factorisation."""
         return sum(len(lo) * len(up) for lo, up in zip(self.lower, self.upper))
 
+    @property
+    def solve_updates(self) -> int:
+        """Multiply-subtracts of one solve (its forward and back substitutions)."""
+        return sum(len(lo) + len(up) for lo, up in zip(self.lower, self.upper))
+
     def k_positions(self) -> list:
         """Where each of ``nonzeros`` (positions in the permuted matrix) lies in K, flat: what
         the code reads, and the structure the core compares with its own (lu_kpos)."""
@@ -208,8 +213,7 @@ def lu_lines(plan: LUPlan) -> list:
             c += [f"    x{k} = s * {b(k, k)};"]
         c += [f"    b[{order[k]}{at}] = x{k};" for k in range(N)]
         c += ["}", ""]
-    steps = sum(len(lo) + len(up) for lo, up in zip(plan.lower, plan.upper))
-    inline = "SYMDAE_STEP_INLINE " if steps <= MAX_INLINE_SOLVE_T else ""
+    inline = "SYMDAE_STEP_INLINE " if plan.solve_updates <= MAX_INLINE_SOLVE_T else ""
     c += [inline + "static void written_lu_solve_t(const double *B, double *b) {",
           f"    double s, {xs};"]
     c += [f"    x{k} = b[{order[k]}];" for k in range(N)]
@@ -248,7 +252,7 @@ def solve_block_lines(plan: LUPlan) -> list:
          "static inline void written_lu_solve_block(const double *restrict B, "
          "double *restrict b, const int nd) {",
          "    int d = 0;"]
-    if sum(" -= " in line for line in body) > MAX_BLOCK_SOLVE:
+    if plan.solve_updates > MAX_BLOCK_SOLVE:
         return c + ["    for (; d < nd; d++)", "        written_lu_solve_rows(B, b + d, nd);", "}"]
     c += ["    for (; d + 1 < nd; d += 2) {", f"        sd_pair s, {xs};"]
     c += [f"        x{k} = sd_load_pair(b + {order[k]} * nd + d);" for k in range(N)]
