@@ -27,6 +27,9 @@ extensions = [
     # the reverse-over-tangent sweep of optimal input design (design.pxd)
     Extension("symdae.simulation.core.design_sweep", [f"{CORE}/design_sweep.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
+    # sums that reproduce NumPy's bit for bit: no product fused into an addition
+    Extension("symdae.simulation.core.reductions", [f"{CORE}/reductions.pyx"],
+              extra_compile_args=FLAGS + ["-ffp-contract=off"]),
 ]
 
 setup(

@@ -9,6 +9,7 @@ import numpy as np
 from ..analysis.quadrature import quadrature_weights
 from ..data.measurement import GridSamples, Measurement
 from ..errors import DataError, InputError, UnknownNameError
+from ..simulation.reductions import least_squares
 from .base import Cost
 
 __all__ = ["LeastSquares", "OutputIntegral"]
@@ -131,33 +132,35 @@ class LeastSquares(Cost):
         """dJ/dS, and for the output being compared its weights, model samples and residual."""
         return 8 * (sizes.n_s + 3), 0
 
-    def _residuals(self, system, traj):
-        """(output column, samples, w eta r, r) of each fitted output, r the residual."""
+    def _sum(self, system, traj, dS: np.ndarray | None = None) -> float:
+        """J of eq. (4); with ``dS`` (N+1, n_s) also dJ/dS added into it."""
+        J = 0.0
         for output in self.outputs:
             col = self._column(system, output)
             samples, weight = self.compared(traj.t, output)
-            r = samples.at(traj.outputs[output]) - samples.values
-            yield col, samples, weight * r, r
+            s = traj.outputs[output]
+            if samples.theta is None and isinstance(samples.index, slice):
+                # samples on grid points, a slice of them: one pass (reductions.py)
+                J += 0.5 * least_squares(s[samples.index], samples.values, weight,
+                                         None if dS is None else dS[samples.index, col])
+                continue
+            r = samples.at(s) - samples.values
+            wr = weight * r
+            if dS is not None:
+                samples.scatter(wr, dS[:, col])
+            # least_squares' sum (the same number): the product in place, r is not needed
+            # after it
+            J += 0.5 * float(np.sum(np.multiply(wr, r, out=r)))
+        return J
 
     def evaluate(self, system, traj):
         """J of eq. (4) over the data's samples and its derivative dJ/dS ``(N+1, n_s)``."""
         dS = np.zeros((len(traj.t), system.sizes.n_s))
-        J = 0.0
-        for col, samples, wr, r in self._residuals(system, traj):
-            # an elementwise sum, not np.dot: a BLAS dot of >= 10 001 samples wakes OpenBLAS's
-            # thread pool, which costs more than the sum (symdae/threads.py); the product in
-            # place, r is not needed after it
-            J += 0.5 * float(np.sum(np.multiply(wr, r, out=r)))
-            samples.scatter(wr, dS[:, col])
-        return J, dS
+        return self._sum(system, traj, dS), dS
 
     def value(self, system, traj) -> float:
         """J of eq. (4), the same number as :meth:`evaluate`'s, without dJ/dS."""
-        J = 0.0
-        for _, _, wr, r in self._residuals(system, traj):
-            # evaluate's product (the same number)
-            J += 0.5 * float(np.sum(np.multiply(wr, r, out=r)))
-        return J
+        return self._sum(system, traj)
 
 
 class OutputIntegral(Cost):

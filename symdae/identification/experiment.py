@@ -17,6 +17,7 @@ import numpy as np
 from ..costs.base import Cost
 from ..errors import InputError
 from ..simulation.checkpoint import cost_and_gradient
+from ..simulation.prepared import PreparedRun
 from ..simulation.scenario import Scenario
 from ..simulation.trajectory import Trajectory
 from ..threads import gather, one_blas_thread
@@ -44,6 +45,10 @@ class Experiment:
     the parameters passed to :meth:`evaluate` (the free ones of an identification) override
     them. ``memory_budget``: bytes of states a gradient may keep (default: a quarter of the
     machine's memory); a longer run is checkpointed (:mod:`symdae.simulation.checkpoint`).
+
+    The scenario's grid and inputs are worked out at the first evaluation and kept
+    (:meth:`prepared`): a later change to the input arrays it was given is not seen; assign a
+    new scenario (``experiment.scenario = scenario.replace(inputs=...)``) instead.
     """
 
     system: object
@@ -52,6 +57,7 @@ class Experiment:
     params: Mapping = field(default_factory=dict)
     name: str = "experiment"
     memory_budget: int | None = None
+    _prepared: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.cost, Cost):
@@ -60,6 +66,21 @@ class Experiment:
         self.scenario = Scenario.make(self.scenario)
         self.params = dict(self.params)
 
+    def __getstate__(self):
+        # the prepared run stays behind (a process pool pickles the experiment with every
+        # call; its arrays would come back writeable)
+        return {**self.__dict__, "_prepared": None}
+
+    def prepared(self) -> PreparedRun:
+        """The scenario prepared for the system (:meth:`System.prepare
+        <symdae.simulation.system.System.prepare>`), made at the first use and again when
+        either attribute is replaced."""
+        kept = self._prepared
+        if kept is None or kept[0] is not self.system or kept[1].scenario is not self.scenario:
+            kept = (self.system, self.system.prepare(self.scenario))
+            self._prepared = kept
+        return kept[1]
+
     def simulate(self, params: Mapping | None = None, *, gradient: bool = False,
                  time_terms: bool = False) -> Trajectory:
         """Simulate this experiment with ``params`` on top of its fixed parameters; with
@@ -67,19 +88,18 @@ class Experiment:
         tangent along several directions reuses them); with ``time_terms`` only the time
         terms (System.simulate's keep_time_terms)."""
         merged = {**self.params, **dict(params or {})}
-        return self.system.simulate(self.scenario, params=merged,
-                                    store_factorizations=gradient,
-                                    keep_time_terms=time_terms)
+        with one_blas_thread():
+            return self.system.run(self.prepared(), merged, store_factorizations=gradient,
+                                   keep_time_terms=time_terms)
 
     def evaluate(self, params: Mapping | None = None, *, gradient: bool = False) -> Evaluation:
         """Cost (and, with ``gradient``, its exact gradient by the discrete adjoint), within
         the memory budget (the forward sweep keeps the states, the time terms and, where they
         are small, the factorisations the adjoint reads: checkpoint.stores_factorizations;
         runs too long to keep are checkpointed)."""
-        merged = {**self.params, **dict(params or {})}
-        with one_blas_thread():
-            run = cost_and_gradient(self.system, self.scenario, self.cost, merged,
-                                    gradient=gradient, memory_budget=self.memory_budget)
+        merged = {**self.params, **dict(params or {})} if params else self.params
+        run = cost_and_gradient(self.system, self.prepared(), self.cost, merged,
+                                gradient=gradient, memory_budget=self.memory_budget)
         return Evaluation(run.cost, run.gradient, run.trajectory)
 
 

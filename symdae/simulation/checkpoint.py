@@ -18,15 +18,18 @@ themselves; revolve would trade more recomputation for less memory than that.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InputError, SimulationError
+from ..threads import one_blas_thread
 from .backends.base import Counters, Restart
 from .initial import init_adjoint, init_tangent, initial_state
 from .memory import format_bytes
+from .prepared import PreparedRun
 from .scenario import Scenario, physical_memory
 from .sensitivity import (
     adjoint_gradient,
@@ -81,9 +84,11 @@ def _checkpoint_bytes(sizes) -> int:
     return 8 * (sizes.nx + 2 * sizes.nm + 2 * sizes.nm + 1) + 4 * 2 * sizes.nm
 
 
+@functools.lru_cache(maxsize=256)
 def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
     """The segment length for ``steps`` steps of a model of these sizes in ``budget`` bytes
-    (default: DEFAULT_MEMORY_FRACTION of this machine's memory)."""
+    (default: DEFAULT_MEMORY_FRACTION of this machine's memory); kept for the next run of the
+    same length (an identification asks for it at every evaluation)."""
     budget = int(DEFAULT_MEMORY_FRACTION * physical_memory()) if budget is None else budget
     if not isinstance(budget, (int, np.integer)) or budget <= 0:
         raise InputError(f"memory budget must be a positive number of bytes, got {budget!r}")
@@ -187,32 +192,39 @@ def simulate_segments(system, scenario, params=None, *, memory_budget: int | Non
 
 def cost_and_gradient(system, scenario, cost, params=None, *, gradient: bool = True,
                       memory_budget: int | None = None) -> GradientRun:
-    """J of ``cost`` on the run ``scenario`` and, with ``gradient``, dJ/dp by the discrete
-    adjoint, keeping at most ``memory_budget`` bytes of states (checkpointed segments when
-    the whole trajectory does not fit; see the module docstring).
+    """J of ``cost`` on the run ``scenario`` (a Scenario, its fields, or a
+    :class:`~symdae.simulation.prepared.PreparedRun` of ``system``) and, with ``gradient``,
+    dJ/dp by the discrete adjoint, keeping at most ``memory_budget`` bytes of states
+    (checkpointed segments when the whole trajectory does not fit; see the module docstring).
+    The sweeps run with one BLAS thread (:func:`symdae.threads.one_blas_thread`).
 
     The returned trajectory has the outputs on the whole grid; its states are those of the
     last segment only when the run was segmented (q, v, a, lam are None then).
     """
-    sc = Scenario.make(scenario)
+    with one_blas_thread():
+        return _cost_and_gradient(system, system.prepare(scenario), cost, params, gradient,
+                                  memory_budget)
+
+
+def _cost_and_gradient(system, prep: PreparedRun, cost, params, gradient: bool,
+                       memory_budget: int | None) -> GradientRun:
+    sc = prep.scenario
     sz = system.sizes
     mplan = plan(sz, sc.n_steps, memory_budget)
     if not mplan.recomputes:
         # the adjoint reads the time terms the forward sweep keeps (plan counts them), and
         # the factorisations where they are small
         store = gradient and stores_factorizations(sz, sc.n_steps, mplan.budget)
-        traj = system.simulate(sc, params=params, store_factorizations=store,
-                               keep_time_terms=gradient)
+        traj = system.run(prep, params, store, keep_time_terms=gradient)
         if not gradient:    # J alone: no dJ/dS, an array of the trajectory's size
             return GradientRun(float(cost.value(system, traj)), None, traj, mplan, 0)
         J, dS = cost.evaluate(system, traj)
         grad = adjoint_gradient(system, traj, dS)
         return GradientRun(float(J), grad, traj, mplan, 0)
     p = system.parameter_vector(params)
-    t = sc.times
-    U = system.input_array(sc.inputs, t)
+    t, U = prep.t, prep.U
     x0 = initial_state(system.backend, system.model, p, sc.t0, U[0], sc.q0, sc.v0,
-                       tol=sc.init_tol, project=sc.project)
+                       tol=sc.init_tol, project=sc.project, given=prep.start)
     if gradient:
         refuse_projected(x0)
     S = np.empty((sc.n_steps + 1, sz.n_s))

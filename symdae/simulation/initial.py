@@ -36,7 +36,7 @@ from ..errors import (InconsistentInitialStateError, InputError, ModelError,
                       SingularMatrixError, UnknownNameError)
 from ..model.kernels import pack_weights, split
 
-__all__ = ["InitialState", "initial_state", "init_tangent", "init_adjoint"]
+__all__ = ["InitialState", "initial_state", "given_start", "init_tangent", "init_adjoint"]
 
 
 @dataclass
@@ -227,9 +227,23 @@ def _start_vector(given, from_model, model, what: str) -> tuple[np.ndarray, np.n
     return x, mask
 
 
+def given_start(model, q0, v0) -> tuple | None:
+    """(q0, which came from the model, v0, likewise) of q0 and v0 given as numbers, validated
+    and read-only, for :func:`initial_state` at many parameter values; None when either comes
+    from the model's expressions (in p: worked out at each)."""
+    if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
+        return None
+    q, q_model = _start_vector(q0, None, model, "q0")
+    v, v_model = _start_vector(v0, None, model, "v0")
+    for x in (q, q_model, v, v_model):
+        x.setflags(write=False)
+    return q, q_model, v, v_model
+
+
 def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
-                  project=False) -> InitialState:
+                  project=False, given: tuple | None = None) -> InitialState:
     """Initial state: q0, v0 from the arguments or the model's expressions; a0, lam0 consistent.
+    ``given``: :func:`given_start` of q0 and v0 (they are not read then).
 
     Raises InconsistentInitialStateError if |C(q0)| or |C_q v0 + C_t| exceeds ``tol``, or the
     equation g_r of a massless row exceeds ``tol`` times the size of its terms (unless
@@ -237,11 +251,14 @@ def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,
     the initialisation matrix is singular (with massless rows replaced by their derivative).
     """
     n, m = model.n, model.m
-    q_model0 = v_model0 = None
-    if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
-        q_model0, v_model0 = backend.model_start(t0, p, u0)
-    q, q_model = _start_vector(q0, q_model0, model, "q0")
-    v, v_model = _start_vector(v0, v_model0, model, "v0")
+    if given is None:
+        q_model0 = v_model0 = None
+        if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
+            q_model0, v_model0 = backend.model_start(t0, p, u0)
+        q, q_model = _start_vector(q0, q_model0, model, "q0")
+        v, v_model = _start_vector(v0, v_model0, model, "v0")
+    else:
+        q, q_model, v, v_model = given
     if not project:
         start = backend.consistent_start(t0, q, v, p, u0, tol)
         if start is not None:        # the usual case, in one compiled call

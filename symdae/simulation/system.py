@@ -20,8 +20,10 @@ from ..model.definition import parameter_name
 from ..model.kernels import Sizes
 from ..threads import one_blas_thread
 from .backends.base import ForwardResult, Grid, SweepReport
-from .initial import InitialState, initial_state
+from .initial import InitialState, given_start, initial_state
 from .memory import MemoryEstimate, forward_bytes
+from .prepared import PreparedRun
+from .reductions import first_nonfinite
 from .scenario import Scenario
 from .switches import SwitchCounter
 from .trajectory import Trajectory
@@ -139,6 +141,31 @@ class System:
             U[:, k] = x
         return U
 
+    def prepare(self, scenario: Scenario | Mapping | PreparedRun | None = None,
+                **fields) -> PreparedRun:
+        """The parameter-free part of runs of ``scenario`` (its grid and inputs), worked out once
+        for runs at many parameter values (:class:`~symdae.simulation.prepared.PreparedRun`).
+        A PreparedRun of this system passes through."""
+        if isinstance(scenario, PreparedRun) and not fields:
+            return scenario
+        sc = Scenario.make(scenario, **fields)
+        # the grid's arrays: t and the inputs (a run's own are checked when it runs)
+        MemoryEstimate("the time grid and the inputs on it", sc.n_steps + 1,
+                       8 * (1 + self.sizes.n_u)).check()
+        t = sc.times
+        U = self.input_array(sc.inputs, t)
+        U.setflags(write=False)
+        return PreparedRun(sc, t, U, sc.grid(), given_start(self.model, sc.q0, sc.v0))
+
+    def _check_memory(self, sc: Scenario, store_factorizations: bool,
+                      keep_time_terms: bool) -> None:
+        """Refuse a run of ``sc`` whose trajectory (and what it keeps) would not fit."""
+        MemoryEstimate("the trajectory" + (" and its stored factorisations"
+                                           if store_factorizations else ""),
+                       sc.n_steps + 1, forward_bytes(self.sizes, sc.scheme, store_factorizations,
+                                                     keep_time_terms)
+                       ).check()
+
     # ------------------------------------------------------------------ forward
     def simulate(self, scenario: Scenario | Mapping | None = None, *,
                  params: Mapping | None = None, store_factorizations: bool = False,
@@ -165,25 +192,28 @@ class System:
         Returns a Trajectory. Raises InconsistentInitialStateError, SingularMatrixError,
         NewtonError or SimulationError with the time step and residual.
         """
+        sc = Scenario.make(scenario, **fields)
+        kept = (store_factorizations, keep_time_terms)
+        self._check_memory(sc, *kept)         # before any of the run's arrays is made
+        prepared = self.prepare(sc)
+        prepared.fits.add(kept)
         with one_blas_thread():
-            return self._simulate(Scenario.make(scenario, **fields), params,
-                                  store_factorizations, keep_time_terms)
+            return self.run(prepared, params, *kept)
 
-    def _simulate(self, sc: Scenario, params, store_factorizations: bool,
-                  keep_time_terms: bool = False) -> Trajectory:
+    def run(self, prepared: PreparedRun, params, store_factorizations: bool = False,
+            keep_time_terms: bool = False) -> Trajectory:
+        """:meth:`simulate` of a prepared scenario (:meth:`prepare`), in the caller's BLAS
+        thread count (:func:`symdae.threads.one_blas_thread` is the sweeps' choice)."""
         t_start = time.perf_counter()
-        model, sz = self.model, self.sizes
-        MemoryEstimate("the trajectory" + (" and its stored factorisations"
-                                           if store_factorizations else ""),
-                       sc.n_steps + 1, forward_bytes(sz, sc.scheme, store_factorizations,
-                                                     keep_time_terms)
-                       ).check()
-        t = sc.times
+        model, sc, t, U = self.model, prepared.scenario, prepared.t, prepared.U
+        kept = (store_factorizations, keep_time_terms)
+        if kept not in prepared.fits:
+            self._check_memory(sc, *kept)
+            prepared.fits.add(kept)
         p = self.parameter_vector(params)
-        U = self.input_array(sc.inputs, t)
         x0 = initial_state(self.backend, model, p, sc.t0, U[0], sc.q0, sc.v0,
-                           tol=sc.init_tol, project=sc.project)
-        grid = sc.grid()
+                           tol=sc.init_tol, project=sc.project, given=prepared.start)
+        grid = prepared.grid
         fwd = self.backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol,
                                    sc.max_iter, store_factorizations,
                                    time_terms=keep_time_terms)
@@ -207,8 +237,9 @@ class System:
 
     def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
         """The states are finite (the sweep checks them); an output expression may not be."""
-        if not np.isfinite(S).all():
-            i, j = np.argwhere(~np.isfinite(S))[0]
+        bad = first_nonfinite(S)
+        if bad is not None:
+            i, j = bad
             raise SimulationError(
                 f"output {self.model.output_names[j]!r} is {S[i, j]} at t = {t[i]:.9g} (step "
                 f"{i}), its first non-finite sample: check its expression (a square root or "
