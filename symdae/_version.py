@@ -2,4 +2,4 @@
 symdae/simulation/core/symdae_kernels.h (tests/model/test_kernel_spec.py checks it); the cache key hashes the
 generator's sources, so no generator version needs bumping by hand."""
 __version__ = "0.1.0"
-ABI_VERSION = 20
+ABI_VERSION = 21

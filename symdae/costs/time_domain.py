@@ -9,6 +9,7 @@ import numpy as np
 from ..analysis.quadrature import quadrature_weights
 from ..data.measurement import GridSamples, Measurement
 from ..errors import DataError, InputError, UnknownNameError
+from ..simulation.backends.workspace import ArrayPool
 from ..simulation.reductions import least_squares
 from .base import Cost
 
@@ -125,8 +126,11 @@ class LeastSquares(Cost):
         return samples, weights
 
     def __getstate__(self):
-        # the kept comparisons stay behind (a process pool pickles the cost with every call)
-        return {**self.__dict__, "_compared": {}}
+        # the kept comparisons and arrays stay behind (a process pool pickles the cost with
+        # every call)
+        state = {**self.__dict__, "_compared": {}}
+        state.pop("_pool", None)
+        return state
 
     def memory(self, sizes, scenario) -> tuple[int, int]:
         """dJ/dS, and for the output being compared its weights, model samples and residual."""
@@ -155,8 +159,16 @@ class LeastSquares(Cost):
 
     def evaluate(self, system, traj):
         """J of eq. (4) over the data's samples and its derivative dJ/dS ``(N+1, n_s)``."""
-        dS = np.zeros((len(traj.t), system.sizes.n_s))
+        # from the cost's own pool: an identification asks for one of the same size at
+        # every evaluation, and a fresh one page-faults (backends/workspace.py)
+        dS = self._arrays().zeros((len(traj.t), system.sizes.n_s))
         return self._sum(system, traj, dS), dS
+
+    def _arrays(self) -> ArrayPool:
+        pool = self.__dict__.get("_pool")
+        if pool is None:
+            pool = self._pool = ArrayPool()
+        return pool
 
     def value(self, system, traj) -> float:
         """J of eq. (4), the same number as :meth:`evaluate`'s, without dJ/dS."""

@@ -94,9 +94,8 @@ class Experiment:
 
     def evaluate(self, params: Mapping | None = None, *, gradient: bool = False) -> Evaluation:
         """Cost (and, with ``gradient``, its exact gradient by the discrete adjoint), within
-        the memory budget (the forward sweep keeps the states, the time terms and, where they
-        are small, the factorisations the adjoint reads: checkpoint.stores_factorizations;
-        runs too long to keep are checkpointed)."""
+        the memory budget (the forward sweep keeps the states, time terms and state terms
+        the adjoint reads; runs too long to keep are checkpointed)."""
         merged = {**self.params, **dict(params or {})} if params else self.params
         run = cost_and_gradient(self.system, self.prepared(), self.cost, merged,
                                 gradient=gradient, memory_budget=self.memory_budget)

@@ -22,7 +22,7 @@ from ..analysis.pod import PODModeError
 from ..errors import InputError, Interrupted, SimulationError, UnknownNameError
 from ..model.definition import by_parameter_name, parameter_name
 from ..progress import report
-from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION, stores_factorizations
+from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION
 from ..simulation.memory import MemoryEstimate, forward_bytes, largest, tangent_bytes
 from ..simulation.scenario import physical_memory
 from ..threads import one_blas_thread
@@ -291,9 +291,8 @@ def identification_estimate(experiment, n_free: int, method: str,
         budget = experiment.memory_budget or DEFAULT_MEMORY_FRACTION * physical_memory()
         shrink = "a larger h, a shorter run or a smaller memory_budget (checkpointing)"
         if points * sizes.gradient_row_bytes <= budget:     # checkpoint.plan's test
-            store = stores_factorizations(sizes, sc.n_steps, int(budget))
             phases.append(MemoryEstimate(f"{name} (cost and adjoint gradient)", points,
-                                         forward_bytes(sizes, sc.scheme, store, True)
+                                         forward_bytes(sizes, sc.scheme, False, True)
                                          + cost_step, cost_fixed, shrink))
         else:
             phases.append(MemoryEstimate(f"{name} (cost and checkpointed adjoint gradient)",

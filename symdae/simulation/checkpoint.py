@@ -41,23 +41,9 @@ from .sensitivity import (
 from .trajectory import Trajectory
 
 __all__ = ["MemoryPlan", "plan", "GradientRun", "cost_and_gradient", "DEFAULT_MEMORY_FRACTION",
-           "checkpointed_sensitivities", "simulate_segments", "stores_factorizations",
-           "STORED_FACTORIZATION_RATIO"]
+           "checkpointed_sensitivities", "simulate_segments"]
 
 DEFAULT_MEMORY_FRACTION = 0.25   # of the machine's memory, for the states a gradient keeps
-# A gradient's forward sweep keeps every step's factorised Newton matrix (the adjoint then
-# reads it instead of refactorising) when it takes at most this many times the bytes of the
-# states the run keeps anyway. The forward sweep's own iteration matrix is taken at each
-# step's start value (newton.pxd), so storing costs it one factorisation per step at the
-# accepted state, the one the adjoint saves: what is left is the memory traffic. Measured
-# (J + gradient, stored / refactorised): 0.98-0.99 at 0.7-1.24 times the states (double
-# pendulum, pendulum, engine mount), 1.03 at 2.0 (slider-crank, 9 x 9), 1.06 at 5.4 (Andrews'
-# squeezer), 1.16 at 4.1 (spring chain, 20 x 20), 1.7 at 10 (four-cylinder TVD, 42 x 42).
-# Since the sweeps also keep the state terms, refactorising reads them too and got cheaper:
-# 1.02-1.04 at 0.5-1.24 (pendulum, double pendulum, engine mount, oscillators), 0.96-0.98 at
-# 1.18 (Cartesian four-bar), through Experiment.evaluate; a few percent either way, which
-# does not single out a better threshold.
-STORED_FACTORIZATION_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -104,14 +90,6 @@ def plan(sizes, steps: int, budget: int | None = None) -> MemoryPlan:
                          f"about {format_bytes(least)} for its states and checkpoints, it is "
                          f"{format_bytes(budget)}: raise memory_budget")
     return MemoryPlan(steps, length, segments, (length + 1) * row, segments * ck, budget)
-
-
-def stores_factorizations(sizes, steps: int, budget: int) -> bool:
-    """Does a gradient run of ``steps`` steps, kept whole, store its factorisations: small
-    ones (at most STORED_FACTORIZATION_RATIO times the bytes of the states), when the run
-    fits ``budget`` with them."""
-    return (sizes.factor_bytes <= STORED_FACTORIZATION_RATIO * sizes.gradient_row_bytes
-            and (steps + 1) * (sizes.gradient_row_bytes + sizes.factor_bytes) <= budget)
 
 
 @dataclass(frozen=True)
@@ -212,10 +190,14 @@ def _cost_and_gradient(system, prep: PreparedRun, cost, params, gradient: bool,
     sz = system.sizes
     mplan = plan(sz, sc.n_steps, memory_budget)
     if not mplan.recomputes:
-        # the adjoint reads the time terms the forward sweep keeps (plan counts them), and
-        # the factorisations where they are small
-        store = gradient and stores_factorizations(sz, sc.n_steps, mplan.budget)
-        traj = system.run(prep, params, store, keep_time_terms=gradient)
+        # the adjoint reads the time terms and state terms the forward sweep keeps (plan
+        # counts them) and factorises the Newton matrix at each state again: storing the
+        # factorisations instead made J + gradient 4-6 % slower on the small models where
+        # they take no more memory than the states (engine mount, pendulum, oscillator,
+        # Cartesian four-bar; the same within 2 % on the double pendulum and four-bar in
+        # joints), since the refactorisation overlaps the adjoint's chain of dependent
+        # solves and the stored matrices were memory traffic in both sweeps
+        traj = system.run(prep, params, False, keep_time_terms=gradient)
         if not gradient:    # J alone: no dJ/dS, an array of the trajectory's size
             return GradientRun(float(cost.value(system, traj)), None, traj, mplan, 0)
         J, dS = cost.evaluate(system, traj)

@@ -21,6 +21,7 @@ from ..errors import InputError, SimulationError, UnknownNameError
 from ..model.definition import parameter_name
 from ..threads import one_blas_thread
 from .initial import init_adjoint, init_tangent
+from .reductions import first_nonfinite
 
 __all__ = ["TangentResult", "tangent", "adjoint_gradient", "directions"]
 
@@ -122,8 +123,9 @@ def check_dphi(system, dPhi, t: np.ndarray) -> np.ndarray:
         raise InputError(f"dPhi has shape {dPhi.shape}, expected "
                          f"{(len(t), system.sizes.n_s)} (one row per time step, one "
                          "column per output)")
-    if not np.isfinite(dPhi).all():
-        i, j = np.argwhere(~np.isfinite(dPhi))[0]
+    bad = first_nonfinite(dPhi)
+    if bad is not None:
+        i, j = bad
         raise InputError(f"dPhi (the cost's derivative) is {dPhi[i, j]} for output "
                          f"{system.model.output_names[j]!r} at t = {t[i]:.9g} (step {i})")
     return dPhi

@@ -211,10 +211,9 @@ def test_identify_refuses_a_pod_fit_by_its_snapshots(oscillator, small_memory):
     est = identification_estimate(exp, 2, "L-BFGS-B")
     # the larger of the data's POD (6 x 3 outputs + 2) and an evaluation (3 + 2 + 3 + 9 + 6)
     assert cost.memory(oscillator.sizes, LONG) == (8 * 23, 0)
-    # the trajectory (8 doubles a step) and its factorisations with the time terms (small:
-    # kept for the adjoint, checkpoint.stores_factorizations), and the cost's; no
-    # least-squares term: no statistics
-    assert est.per_step == 8 * (8 + 23) + oscillator.sizes.factor_bytes
+    # the trajectory (8 doubles a step) with the time and state terms kept for the
+    # adjoint, and the cost's; no least-squares term: no statistics
+    assert est.per_step == 8 * (8 + 23) + oscillator.sizes.kept_term_bytes
     msg = _refused_at_once(lambda: symdae.identify(exp, ["c", "d"], method="L-BFGS-B",
                                                    progress=False), est.total)
     assert "(cost and adjoint gradient)" in msg

@@ -452,13 +452,12 @@ def test_an_identification_that_cannot_fit_is_refused_before_any_sweep(monkeypat
     lbfgs = identification_estimate(exp, 2, "L-BFGS-B")
     # the statistics after it: the trajectory and the larger of the tangents (16) and
     # (ds 6, 2 Jacobians 4, 4 residuals 4); the adjoint's evaluation, where its states fit
-    # the budget, needs only 8 + 3 + 3 and its factorisations (small: kept, with the time
-    # terms, checkpoint.stores_factorizations), and beyond it the outputs (1 + 3) + 3 + 3
-    # and the budget
+    # the budget, needs only 8 + 3 + 3 and the time and state terms it keeps for the
+    # adjoint, and beyond it the outputs (1 + 3) + 3 + 3 and the budget
     assert lbfgs.per_step == 8 * (8 + 16) and "statistics" in lbfgs.what
     roomy = symdae.Experiment(system, exp.cost, sc, memory_budget=2**40)
     assert identification_estimate(roomy, 2, "L-BFGS-B", statistics=False).per_step == \
-        8 * (8 + 3 + 3) + system.sizes.factor_bytes
+        8 * (8 + 3 + 3) + system.sizes.kept_term_bytes
     tight = symdae.Experiment(system, exp.cost, sc, memory_budget=2**30)
     est = identification_estimate(tight, 2, "L-BFGS-B", statistics=False)
     assert est.per_step == 8 * (4 + 3 + 3) and est.fixed >= 2**30

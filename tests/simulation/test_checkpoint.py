@@ -9,7 +9,8 @@ import pytest
 import symdae
 from symdae import Experiment, LeastSquares, Scenario
 from symdae.simulation.checkpoint import (_checkpoint_bytes, checkpointed_sensitivities,
-                               cost_and_gradient, plan, stores_factorizations)
+                               cost_and_gradient, plan)
+from symdae.simulation.sensitivity import adjoint_gradient
 from symdae.errors import InputError
 from symdae.model.kernels import Sizes
 
@@ -118,33 +119,20 @@ def test_a_cost_derivative_of_the_wrong_shape_is_refused_before_the_sweep():
                 cost_and_gradient(system, sc, Bad(cost, dS_of), moved, memory_budget=budget)
 
 
-def test_a_gradient_stores_only_small_factorizations():
-    """A gradient run kept whole stores its factorisations (the adjoint reads them instead of
-    refactorising) when they take at most four times its states' bytes and fit the budget
-    with them: the engine mount's 5 x 5 does (408 bytes a step against 328), the TVD's
-    42 x 42 (15 kB against about 1 kB) does not; nor does a run the budget cannot hold
-    with them."""
-    em = Sizes(n=4, m=1, n_p=17, n_u=0, n_s=4, n_tau=23)
-    tvd = Sizes(n=26, m=16, n_p=60, n_u=0, n_s=6, n_tau=77)
-    assert em.factor_bytes == 8 * (25 + 23) + 4 * 6 and em.gradient_row_bytes == 8 * (18 + 23)
-    big = 2**40
-    assert stores_factorizations(em, 10_000, big)
-    assert not stores_factorizations(tvd, 10_000, big)
-    need = 10_001 * (em.gradient_row_bytes + em.factor_bytes)
-    assert stores_factorizations(em, 10_000, need)
-    assert not stores_factorizations(em, 10_000, need - 1)
-    # through cost_and_gradient: the engine mount's adjoint read the stored matrices, and
-    # without them (a budget that holds only the states) the gradient is the same
+def test_a_gradient_factorises_again_instead_of_storing():
+    """A gradient run kept whole keeps the time and state terms but not the factorised
+    Newton matrices: the adjoint factorises each state's again (in the module's compiled
+    steps), and its gradient is the one over stored factorisations bit for bit."""
     model, ns = symdae.load_model("engine_mount")
     system = symdae.compile_model(model)
     sc = Scenario(t_end=0.02, h=1e-4, alpha=-0.1)
     ref = system.simulate(sc)
     cost = LeastSquares({"a1": 1.01 * ref.outputs["a1"]}, ["a1"])
-    stored = cost_and_gradient(system, sc, cost, ns["START"])
-    assert stored.trajectory._sweep.forward.saved[0] is not None
-    sz = system.sizes
-    tight = (sc.n_steps + 1) * sz.gradient_row_bytes
-    refactored = cost_and_gradient(system, sc, cost, ns["START"], memory_budget=tight)
-    assert refactored.plan.segments == 1
-    assert refactored.trajectory._sweep.forward.saved[0] is None
-    np.testing.assert_array_equal(refactored.gradient, stored.gradient)
+    run = cost_and_gradient(system, sc, cost, ns["START"])
+    fwd = run.trajectory._sweep.forward
+    assert fwd.saved[0] is None and fwd.saved[2] is not None
+    stored = system.simulate(sc, params=ns["START"], store_factorizations=True)
+    assert stored._sweep.forward.saved[0] is not None
+    J, dS = cost.evaluate(system, stored)
+    assert J == run.cost
+    np.testing.assert_array_equal(adjoint_gradient(system, stored, dS), run.gradient)

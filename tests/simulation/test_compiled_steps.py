@@ -119,23 +119,26 @@ def test_gradients_through_the_compiled_steps_are_the_generic_ones_bit_for_bit(n
     assert np.all(np.isfinite(fast.gradient)) and np.any(fast.gradient != 0)
 
 
+@pytest.mark.parametrize("store", [True, False], ids=["stored", "refactorised"])
 @pytest.mark.parametrize("name, steps, dense, scheme", [
     ("engine_mount", 2000, False, "hht-ga"), ("engine_mount", 2000, False, "hht-paper"),
     ("four_bar_joints", None, False, "hht-ga"), ("four_bar_joints", None, False, "hht-paper"),
     ("cart_pendulum_redundant", 1000, False, "hht-ga"), ("slider_crank", 500, True, "hht-ga")])
 def test_the_adjoint_sweep_over_stored_states_takes_the_compiled_steps_bit_for_bit(
-        name, steps, dense, scheme):
-    """The adjoint sweep over a forward sweep's stored factorisations, time terms and state
-    terms: the module's compiled steps (compiled_steps.h) give the generic steps' adjoint of
-    the initial state and parameter adjoint bit for bit. A state whose stored factorisation is
-    the dense LU's (the slider-crank's written LU refuses some of its matrices) goes to the
-    generic step, and the sweep goes on in the compiled ones. hht-paper's g_i term (alpha /
-    (1 + alpha) g_i in step i's residual) adds the products at the old state."""
+        name, steps, dense, scheme, store):
+    """The adjoint sweep over a forward sweep's stored factorisations (or its matrices
+    factorised again at each state), time terms and state terms: the module's compiled steps
+    (compiled_steps.h) give the generic steps' adjoint of the initial state and parameter
+    adjoint bit for bit. A state whose factorisation is the dense LU's (the slider-crank's
+    written LU refuses some of its matrices) goes to the generic step, and the sweep goes on
+    in the compiled ones. hht-paper's g_i term (alpha / (1 + alpha) g_i in step i's residual)
+    adds the products at the old state."""
     model, ns = symdae.load_model(name)
     system = symdae.compile_model(model)
     sc = scenario_of(ns, {"scheme": scheme}, steps)
-    tr = system.simulate(sc, store_factorizations=True)
+    tr = system.simulate(sc, store_factorizations=store, keep_time_terms=True)
     fwd = tr._sweep.forward
+    assert (fwd.saved[0] is None) != store
     rng = np.random.default_rng(7)
     dS = rng.standard_normal(fwd.S.shape)
     be = system.backend

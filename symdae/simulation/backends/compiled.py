@@ -51,6 +51,13 @@ def _vec(x, k: int, label: str, where: str) -> np.ndarray:
     return vec if k > 0 else np.zeros(1)
 
 
+def _taken_as_is(U, rows: int, n_u: int) -> bool:
+    """Is U a read-only C-contiguous float64 array of ``rows`` rows of n_u inputs, which a
+    forward sweep reads and its result keeps without a copy?"""
+    return (isinstance(U, np.ndarray) and U.shape == (rows, n_u) and U.dtype == np.float64
+            and U.flags.c_contiguous and not U.flags.writeable)
+
+
 def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) -> Restart:
     """The Restart that continues a run at ``row`` (step ``step`` of the grid)."""
     k = min(step, 2)
@@ -219,8 +226,11 @@ class CompiledBackend:
             order[:] = restart.order
         keep = store or time_terms
         p_arg = _vec(p, sz.n_p, "p", "forward")
-        Ufull = pool.empty((rows, sz.n_u))
-        Ufull[first:] = U
+        if first == 0 and _taken_as_is(U, rows, sz.n_u):
+            Ufull = U           # read-only (a prepared run's): the result may keep it
+        else:
+            Ufull = pool.empty((rows, sz.n_u))
+            Ufull[first:] = U
         # a run from the grid's start reads the time terms from a table of an earlier run
         # with the same grid and the same values of what they read, where there is one
         tables = self.time_tables
@@ -250,12 +260,18 @@ class CompiledBackend:
         elif repeated and report.ok:
             tables.put(key, saved[2].copy())       # (keep: the time terms of every row)
         end = _restart(A, L, first + N, grid.i0 + N, noise, order) if report.ok else None
-        part = slice(first, None)
-        return ForwardResult(grid, p_arg[:sz.n_p], np.ascontiguousarray(Ufull[part]),
-                             Q[part], V[part], A[part], L[part], S[part], report,
-                             tuple(None if x is None else x[part] for x in saved)
-                             if any(x is not None for x in saved) else None, end, order,
-                             None if W is A else W[part])
+        if any(x is not None for x in saved):
+            saved = saved if first == 0 else tuple(None if x is None else x[first:]
+                                                   for x in saved)
+        else:
+            saved = None
+        W = None if W is A else W          # hht-paper: w is a
+        if first:
+            Ufull, Q, V, A, L, S = (x[first:] for x in (Ufull, Q, V, A, L, S))
+            Ufull = np.ascontiguousarray(Ufull)
+            W = None if W is None else W[first:]
+        return ForwardResult(grid, p_arg[:sz.n_p], Ufull, Q, V, A, L, S, report, saved, end,
+                             order, W)
 
     def time_term_table(self, t0: float, h: float, p: np.ndarray, U: np.ndarray) -> np.ndarray:
         """All time terms at t0 + k h, k = 0 .. rows of U - 1 (rows: states, inputs of each),
@@ -319,8 +335,8 @@ class CompiledBackend:
         report = SweepReport("ok" if rep["status"] == 0 else "singular",
                              Counters(compiled_steps=int(rep["compiled_steps"])),
                              step=rep["step"])
-        return AdjointResult(state[sz.nx + 2 * sz.n:].copy(), state[:sz.nx].copy(), state,
-                             report)
+        # views: the state array is this call's own
+        return AdjointResult(state[sz.nx + 2 * sz.n:], state[:sz.nx], state, report)
 
     def _lapack(self):
         """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own

@@ -16,9 +16,10 @@
  * second solve, hht.pyx).
  *
  * sd_adjoint_steps is hht.pyx's backward loop over the states a forward sweep stored (their
- * factorised Newton matrices, time terms and state terms) with adjoint.pxd's adjoint_step and
- * the output source, likewise; a state whose stored factorisation is the dense LU's goes back
- * to the core, which takes that step with its dense solve.
+ * factorised Newton matrices, or the matrices factorised again at each state with the
+ * written LU, time terms and state terms) with adjoint.pxd's adjoint_step and the output
+ * source, likewise; a state whose factorisation is the dense LU's goes back to the core,
+ * which takes that step with its dense solve.
  *
  * sd_tangent_steps is hht.pyx's tangent loop likewise, for the directions the module's
  * written-out products cover (tangent_products.py), but for the solve, which the module
@@ -241,9 +242,12 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
     x0.st = x1.st = NULL;
     for (; i > stop; i--) {
         /* hht.pyx's set_state, tau_at and st_at for rows i (x1) and i - 1 (x0) */
-        const double *LU = r->lu + i * nm * nm;
-        if (r->piv[i * (nm + 1) + nm] != r->piv_sparse)
-            break;                      /* the dense LU's factors: the core's step */
+        const double *LU;
+        if (r->lu != NULL) {
+            LU = r->lu + i * nm * nm;
+            if (r->piv[i * (nm + 1) + nm] != r->piv_sparse)
+                break;                  /* the dense LU's factors: the core's step */
+        }
         x1.t = run->t0 + (run->offset + i) * run->h;
         x1.q = run->q + i * n;
         x1.v = run->v + i * n;
@@ -262,6 +266,14 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
         x0.tau = r->tau + (i - 1) * SD_N_TAU;
         if (SD_N_ST > 0)
             x0.st = r->st + (i - 1) * SD_N_ST;
+        if (r->lu == NULL) {
+            /* hht.pyx's factors_at without stored factors: K at state i, the written LU's;
+             * one it refuses goes to the core's step (its dense LU's) */
+            _k_newton(&x1, run->kw, r->K);
+            if (written_lu_factor(r->K, r->LUw, r->pivot_tol) != 0)
+                break;
+            LU = r->LUw;
+        }
         /* adjoint.pxd's state_step: mu becomes r = (r_d, r_c) */
         sd_corrector_adjoint(run->ry, run->s, run->gh, ab, wb, qb, vb, mu, n);
         for (k = 0; k < m; k++)

@@ -1198,6 +1198,9 @@ cdef void adjoint_record(symdae_adjoint_steps* ar, const Scheme* c, const Traj* 
     ar.lu = f.LU
     ar.piv = f.piv
     ar.piv_sparse = SPARSE
+    ar.pivot_tol = pivot_tolerance()
+    ar.K = f.K
+    ar.LUw = f.LUw
     ar.tau = f.TAU if f.TAU != NULL else &_EMPTY[0]     # none: a model without time terms
     ar.st = f.ST if f.ST != NULL else &_EMPTY[0]
     ar.dphi = dphi
@@ -1283,7 +1286,10 @@ def adjoint(Kernels K, double t0, double h, Py_ssize_t N, double alpha, int kind
             output_source(km, &x1, dphi + N * ns, xb)
         # the module's compiled steps over stored states, where the LU in use is the module's
         # written one (compiled_steps.h)
-        compiled = (compiled and km.adjoint_steps != NULL and f.LU != NULL
+        # (without stored factors, where the LU the generic step would factorise with is the
+        # module's written one)
+        compiled = (compiled and km.adjoint_steps != NULL
+                    and (f.LU != NULL or (f.lu.mfactor != NULL and f.lu.mfactor == km.lu_factor))
                     and (f.TAU != NULL or km.n_tau == 0) and (f.ST != NULL or km.n_st == 0)
                     and f.lu.msolve_t != NULL and f.lu.msolve_t == km.lu_solve_t)
         if compiled:

@@ -107,6 +107,9 @@ cdef extern from "symdae_kernels.h":
         const double* dphi
         const int* piv
         int piv_sparse
+        double pivot_tol
+        double* K
+        double* LUw
         double* xb
         double* gacc
         double* wb

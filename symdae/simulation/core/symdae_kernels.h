@@ -24,7 +24,7 @@
 #ifndef SYMDAE_KERNELS_H
 #define SYMDAE_KERNELS_H
 
-#define SYMDAE_ABI_VERSION 20
+#define SYMDAE_ABI_VERSION 21
 
 typedef struct {
     double t;
@@ -163,7 +163,9 @@ typedef long (*symdae_forward_steps)(symdae_steps *r, long i, long last);
  * adjoint of state i (xb, wb, rd_next, the parameter adjoint gacc, and the sweep's scratch
  * hat: as the core's AdjointWork holds them) back to state stop, one step at a time with the
  * output source of each state it reaches, and returns the state it reached: it stops at a
- * state whose stored factorisation is the dense LU's (piv[N] != piv_sparse), whose step the
+ * state whose stored factorisation is the dense LU's (piv[N] != piv_sparse), or, where the
+ * sweep stored none (lu NULL), whose Newton matrix the written LU refuses (it factorises
+ * each into LUw, K its scratch, with pivot_tol, as the tangent steps do), whose step the
  * core's generic one then takes. The stored rows: lu (N x N), piv (N + 1), tau (n_tau), st
  * (n_st), dphi (n_s: the cost's derivative with respect to the outputs). */
 typedef struct {
@@ -171,6 +173,8 @@ typedef struct {
     const double *lu, *tau, *st, *dphi;
     const int *piv;
     int piv_sparse;
+    double pivot_tol;
+    double *K, *LUw;                            /* scratch, N x N each (lu NULL) */
     double *xb, *gacc, *wb, *rd_next, *hat;     /* in and out */
 } symdae_adjoint_steps;
 
