@@ -58,6 +58,10 @@ def test_sensitivities_of_explicit_outputs_are_exact(regression):
     assert np.allclose(sens.relative(), sens.S * np.array([1.0, 2.0, 3.0]))
     all_outputs = output_sensitivities(regression, traj, "b")
     assert all_outputs.outputs == ("y", "y2", "ysing") and all_outputs.S.shape == (101, 3, 1)
+    # outputs out of the model's order (a copy) and side by side (a view of the sweep's)
+    swapped = output_sensitivities(regression, traj, ["a", "b", "c"], ["y2", "y"])
+    np.testing.assert_array_equal(swapped.S, sens.S[:, ::-1])
+    assert swapped.S.base is None and sens.S.base is not None
 
 
 def test_fisher_matrix_of_the_regression_in_closed_form(regression):
