@@ -142,19 +142,14 @@ class LeastSquares(Cost):
         for output in self.outputs:
             col = self._column(system, output)
             samples, weight = self.compared(traj.t, output)
-            s = traj.outputs[output]
-            if samples.theta is None and isinstance(samples.index, slice):
-                # samples on grid points, a slice of them: one pass (reductions.py)
-                J += 0.5 * least_squares(s[samples.index], samples.values, weight,
-                                         None if dS is None else dS[samples.index, col])
-                continue
-            r = samples.at(s) - samples.values
-            wr = weight * r
-            if dS is not None:
-                samples.scatter(wr, dS[:, col])
-            # least_squares' sum (the same number): the product in place, r is not needed
-            # after it
-            J += 0.5 * float(np.sum(np.multiply(wr, r, out=r)))
+            x = samples.at(traj.outputs[output])
+            # samples on grid points, a slice of them: dJ/ds added in the same call (a view
+            # of dS's column); otherwise scattered to the grid points around them
+            on_grid = samples.theta is None and isinstance(samples.index, slice)
+            g = dS[samples.index, col] if dS is not None and on_grid else None
+            J += 0.5 * least_squares(x, samples.values, weight, g)
+            if dS is not None and not on_grid:
+                samples.scatter(weight * (x - samples.values), dS[:, col])
         return J
 
     def evaluate(self, system, traj):

@@ -6,7 +6,8 @@ finiteness test of the outputs.
 An evaluation runs them once right after its forward sweep, whose arrays have pushed
 everything else out of the processor's caches: there each NumPy call costs tens of
 microseconds (the engine mount's least-squares cost took 100 us in five such calls, against
-a 1.5 ms sweep). One pass here reads each sample once and allocates nothing.
+a 1.5 ms sweep). A call here reads the samples once (twice when it adds dJ/ds too) and
+allocates nothing.
 
 The sum is NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src,
 ``pairwise_sum``: blocks of 128 in eight partial sums, halved above that) over the same
