@@ -80,7 +80,6 @@ def _segmented(system, scenario, params, out, args):
     import numpy as np
 
     from ..simulation.checkpoint import simulate_segments
-    from ..simulation.trajectory import Trajectory
 
     points = scenario.n_steps + 1
     MemoryEstimate("the outputs of the run (simulated in segments)", points,
@@ -113,12 +112,7 @@ def _segmented(system, scenario, params, out, args):
                 writer.writerows(rows[keep].tolist())
             counters = {c: counters.get(c, 0) + v for c, v in piece.counters.items()}
             start += len(piece.t) - skip
-    model = system.model
-    traj = Trajectory(t=t, q=None, v=None, a=None, lam=None,
-                      outputs={name: S[:, j] for j, name in enumerate(model.output_names)},
-                      counters=counters, params=piece.params, scenario=piece.scenario,
-                      coordinate_names=model.coordinate_names,
-                      multiplier_names=model.multiplier_names)
+    traj = system.trajectory(t, S, piece.scenario, piece.params, counters)
     return traj, (path if writer is not None else None)
 
 

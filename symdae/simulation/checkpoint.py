@@ -142,28 +142,22 @@ def simulate_segments(system, scenario, params=None, *, memory_budget: int | Non
     """A run too long to hold, in segments that keep at most ``memory_budget`` bytes of
     states: (the plan, an iterator of one :class:`Trajectory` per segment). Segment k covers
     its steps i0 .. i0 + L (its first row repeats the last of the one before); together they
-    are the one long run, bit for bit. For writing a long run as it goes."""
-    sc = Scenario.make(scenario)
-    sz = system.sizes
-    mplan = plan(sz, sc.n_steps, memory_budget)
+    are the one long run, bit for bit. For writing a long run as it goes. ``scenario``: a
+    Scenario, its fields, or a :class:`~symdae.simulation.prepared.PreparedRun` of
+    ``system``."""
+    prep = system.prepare(scenario)
+    sc, t, U = prep.scenario, prep.t, prep.U
+    mplan = plan(system.sizes, sc.n_steps, memory_budget)
     p = system.parameter_vector(params)
-    t = sc.times
-    U = system.input_array(sc.inputs, t)
     x0 = initial_state(system.backend, system.model, p, sc.t0, U[0], sc.q0, sc.v0,
-                       tol=sc.init_tol, project=sc.project)
-    model = system.model
+                       tol=sc.init_tol, project=sc.project, given=prep.start)
 
     def pieces():
         for ck, fwd in _segments(system, sc, p, U, x0, mplan):
             ts = t[ck.step:ck.step + fwd.grid.N + 1]
             system._check_outputs(fwd.S, ts)
-            yield Trajectory(
-                t=ts, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
-                outputs={name: fwd.S[:, j] for j, name in enumerate(model.output_names)},
-                counters=fwd.report.counters.as_dict(),
-                params=dict(zip(model.parameter_names, p.tolist())), scenario=sc,
-                coordinate_names=model.coordinate_names,
-                multiplier_names=model.multiplier_names)
+            yield system.trajectory(ts, fwd.S, sc, p, fwd.report.counters.as_dict(),
+                                    (fwd.q, fwd.v, fwd.a, fwd.lam))
 
     return mplan, pieces()
 
@@ -217,12 +211,7 @@ def _cost_and_gradient(system, prep: PreparedRun, cost, params, gradient: bool,
         counters = counters + fwd.report.counters
     last = fwd                    # the last segment's states: the adjoint starts on them
     system._check_outputs(S, t)
-    traj = Trajectory(t=t, q=None, v=None, a=None, lam=None,
-                      outputs={name: S[:, j] for j, name in enumerate(system.model.output_names)},
-                      counters=counters.as_dict(), params=dict(zip(system.model.parameter_names,
-                                                                    p.tolist())),
-                      scenario=sc, coordinate_names=system.model.coordinate_names,
-                      multiplier_names=system.model.multiplier_names)
+    traj = system.trajectory(t, S, sc, p, counters.as_dict())
     if not gradient:
         return GradientRun(float(cost.value(system, traj)), None, traj, mplan, 0)
     J, dS = cost.evaluate(system, traj)
@@ -249,14 +238,15 @@ def checkpointed_sensitivities(system, scenario, which, params=None, *,
                                memory_budget: int | None = None) -> np.ndarray:
     """ds/dp (N+1, n_s, nd) along parameter directions ``which`` (names or an (n_p, nd)
     matrix) by the tangent sweep, keeping at most ``memory_budget`` bytes of states: the
-    forward run in segments, the tangent over each with the sensitivities carried across."""
-    sc = Scenario.make(scenario)
+    forward run in segments, the tangent over each with the sensitivities carried across.
+    ``scenario`` as :func:`simulate_segments` takes it."""
+    prep = system.prepare(scenario)
+    sc, U = prep.scenario, prep.U
     sz = system.sizes
     D = directions(system, which)
     p = system.parameter_vector(params)
-    U = system.input_array(sc.inputs, sc.times)
     x0 = initial_state(system.backend, system.model, p, sc.t0, U[0], sc.q0, sc.v0,
-                       tol=sc.init_tol, project=sc.project)
+                       tol=sc.init_tol, project=sc.project, given=prep.start)
     refuse_projected(x0)
     mplan = plan(sz, sc.n_steps, memory_budget)
     dS = np.empty((sc.n_steps + 1, sz.n_s, D.shape[1]))

@@ -224,16 +224,26 @@ class System:
         if self.switch_counter.functions:             # a non-smooth model
             counters["switches"], counters["on_switch"] = self.switch_counter.count(
                 t, fwd.q, fwd.v, fwd.a, fwd.lam, p, U)
+        return self.trajectory(t, fwd.S, sc, p, counters, (fwd.q, fwd.v, fwd.a, fwd.lam),
+                               wall_time=time.perf_counter() - t_start,
+                               sweep=SweepData(fwd, x0))
+
+    def trajectory(self, t: np.ndarray, S: np.ndarray, scenario: Scenario,
+                   params: np.ndarray | Mapping, counters: dict, states: tuple | None = None,
+                   *, wall_time: float = 0.0, sweep: SweepData | None = None) -> Trajectory:
+        """A :class:`Trajectory` with this model's names: the outputs ``S`` (rows of ``t``),
+        the states (q, v, a, lam), or None for a run that kept its outputs only, the
+        parameters (a vector in model order, or {name: value}) and the run's counters."""
         names = self._names
+        if not isinstance(params, Mapping):
+            params = dict(zip(names["parameters"], np.asarray(params).tolist()))
+        q, v, a, lam = (None,) * 4 if states is None else states
         return Trajectory(
-            t=t, q=fwd.q, v=fwd.v, a=fwd.a, lam=fwd.lam,
-            outputs={name: fwd.S[:, j] for j, name in enumerate(names["outputs"])},
-            counters=counters,
-            params=dict(zip(names["parameters"], p.tolist())), scenario=sc,
+            t=t, q=q, v=v, a=a, lam=lam,
+            outputs={name: S[:, j] for j, name in enumerate(names["outputs"])},
+            counters=counters, params=dict(params), scenario=scenario,
             coordinate_names=list(names["coordinates"]),
-            multiplier_names=list(names["multipliers"]),
-            wall_time=time.perf_counter() - t_start, _sweep=SweepData(fwd, x0),
-        )
+            multiplier_names=list(names["multipliers"]), wall_time=wall_time, _sweep=sweep)
 
     def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
         """The states are finite (the sweep checks them); an output expression may not be."""

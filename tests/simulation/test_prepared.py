@@ -42,6 +42,48 @@ def test_run_of_a_prepared_scenario_is_simulate(oscillator):
     assert system.prepare(sc, t_end=0.2).scenario.n_steps == 200
 
 
+def test_the_segmented_runs_take_a_prepared_run(oscillator):
+    """simulate_segments and checkpointed_sensitivities read a prepared run's inputs (the
+    callable is not called again) and take the very steps of the one long run."""
+    from symdae.simulation.checkpoint import checkpointed_sensitivities, simulate_segments
+    system, ns = oscillator
+    calls = []
+    sc = ns["SCENARIO"].replace(t_end=0.3, inputs={"F": forcing(calls)}, q0=[1e-3, 0.0])
+    prep = system.prepare(sc)
+    assert calls == [(301,)]
+    ref = system.run(prep, {"c2": 900.0})
+    budget = 120 * system.sizes.gradient_row_bytes         # segments of about 60 steps
+    mplan, pieces = simulate_segments(system, prep, {"c2": 900.0}, memory_budget=budget)
+    pieces = list(pieces)
+    assert mplan.segments == len(pieces) > 1 and calls == [(301,)]
+    q = np.concatenate([pieces[0].q] + [piece.q[1:] for piece in pieces[1:]])
+    np.testing.assert_array_equal(q, ref.q)
+    assert pieces[-1].params == ref.params and pieces[-1].scenario is sc
+    dS = checkpointed_sensitivities(system, prep, ["c2"], {"c2": 900.0}, memory_budget=budget)
+    assert calls == [(301,)]
+    whole = checkpointed_sensitivities(system, sc, ["c2"], {"c2": 900.0})
+    assert calls == [(301,), (301,)]                 # a scenario is prepared, inputs and all
+    np.testing.assert_allclose(dS, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
+
+
+def test_trajectory_of_a_run_s_pieces(oscillator):
+    system, ns = oscillator
+    sc = ns["SCENARIO"].replace(t_end=0.01)
+    t = sc.times
+    S = np.arange(len(t) * system.sizes.n_s, dtype=float).reshape(len(t), -1)
+    p = system.parameter_vector({"c2": 900.0})
+    traj = system.trajectory(t, S, sc, p, {"steps": 10})
+    assert traj.q is None and traj.lam is None and traj.counters == {"steps": 10}
+    assert traj.params == system.trajectory(t, S, sc, traj.params, {}).params
+    assert traj.params["c2"] == 900.0 and list(traj.params) == system.model.parameter_names
+    for j, name in enumerate(system.model.output_names):
+        assert np.shares_memory(traj.outputs[name], S)
+        np.testing.assert_array_equal(traj.outputs[name], S[:, j])
+    # the names are the trajectory's own lists
+    traj.coordinate_names.append("x")
+    assert system.model.coordinate_names[-1] != "x"
+
+
 def test_experiment_reads_its_inputs_once_and_again_for_a_new_scenario(oscillator):
     system, ns = oscillator
     calls = []
