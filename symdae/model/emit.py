@@ -1062,6 +1062,8 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         f"DEFINITION_HASH = {json.dumps(definition_hash)}",
         f"SIZES = {json.dumps(sz, sort_keys=True)}",
         f"TIME_TERM_READS = {json.dumps(time_term_reads(ds, tau_fwd + tau_sens))}",
+        # the outputs the outputs kernel never writes (structural zeros): the caller zeroes them
+        f"ZERO_OUTPUTS = {json.dumps([j for j, e in enumerate(table['outputs'][0]) if e == 0])}",
         "",
     ]
     c = ["#include <math.h>", "#include <stdlib.h>", '#include "symdae_kernels.h"', ""]

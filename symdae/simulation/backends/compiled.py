@@ -113,7 +113,8 @@ class CompiledBackend:
                                                            {"p": range(k.n_p),
                                                             "u": range(k.n_u)}))
         self.use_time_tables = True
-        self._zero_outputs = None       # _unwritten_outputs
+        # the outputs the outputs kernel never writes (identically 0: symdae_kernels.h)
+        self.zero_outputs = np.array(module.ZERO_OUTPUTS, dtype=np.intp)
         # where initial_adjoint reads its blocks: the kernel spec's layout
         self._initial_blocks = np.array(
             [layout(name, self.sizes)[b][0]
@@ -216,9 +217,8 @@ class CompiledBackend:
         # the outputs kernel writes every row but never its structural zeros (an output that
         # is identically 0, symdae_kernels.h): those columns zeroed
         S = pool.empty((rows, sz.n_s))
-        zero = self._unwritten_outputs(p)
-        if zero.size:
-            S[:, zero] = 0.0
+        if self.zero_outputs.size:
+            S[:, self.zero_outputs] = 0.0
         Q[first], V[first], A[first], L[first] = x0[:4]
         W = _algorithmic(A, grid, first, x0, pool, zeros=False)
         order = np.zeros(2 * nm, dtype=np.intc)
@@ -276,19 +276,6 @@ class CompiledBackend:
             W = None if W is None else W[first:]
         return ForwardResult(grid, p_arg[:sz.n_p], Ufull, Q, V, A, L, S, report, saved, end,
                              order, W)
-
-    def _unwritten_outputs(self, p) -> np.ndarray:
-        """The outputs the outputs kernel may leave unwritten: those that came out exactly 0
-        at two states drawn at random (the kernel assigns the same entries at every state,
-        so one it writes can only be 0 at both by chance: zeroing it too is harmless), worked
-        out at the first run."""
-        if self._zero_outputs is None:
-            sz, rng = self.sizes, np.random.default_rng(0)
-            at = [self.evaluate("outputs", rng.uniform(0.1, 1.0),
-                                *(rng.uniform(0.1, 1.0, k) for k in (sz.n, sz.n, sz.n, sz.m)),
-                                p, rng.uniform(0.1, 1.0, sz.n_u)) for _ in range(2)]
-            self._zero_outputs = np.flatnonzero((at[0] == 0.0) & (at[1] == 0.0))
-        return self._zero_outputs
 
     def time_term_table(self, t0: float, h: float, p: np.ndarray, U: np.ndarray) -> np.ndarray:
         """All time terms at t0 + k h, k = 0 .. rows of U - 1 (rows: states, inputs of each),
