@@ -69,7 +69,13 @@ from .kernels import (
     layout,
     weight_size,
 )
-from .lu_plan import MAX_UPDATES, lu_lines, plan_lu, solve_block_lines
+from .lu_plan import (
+    MAX_UPDATES,
+    lu_lines,
+    plan_lu,
+    solve_block_lines,
+    split_factor_lines,
+)
 from .nonsmooth import has_jumps
 from .printer import CPrinter, c_block
 from .tangent_products import TANGENT_ND, tangent_lines
@@ -81,7 +87,7 @@ __all__ = ["emit_cython", "DEFAULT_CHUNK_OPS", "MAX_LANES", "lane_count", "GRAPH
            "LANE_KERNELS", "lane_batches", "seeded_lanes", "lane_ranges", "LaneStatement",
            "VECTOR_WIDTH", "hoist_state_terms", "STATE_TERM_READERS", "newton_structure",
            "noise_coupling", "compiled_steps_lines", "time_term_reads", "STEP_INLINE_KERNELS",
-           "STEP_INLINE_NODES"]
+           "STEP_INLINE_NODES", "fixed_entries"]
 
 DEFAULT_CHUNK_OPS = 3000  # operations per chunk function before a kernel is split
 # residual + outputs larger than this (tree nodes, repetitions counted), in rows larger than
@@ -375,18 +381,20 @@ def _function(fname: str, entries: list, accumulate: bool, printer: CPrinter,
 
 
 def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
-                  chunk_ops: int, wide: bool = False, fname: str = "") -> list:
-    """Lines of a tree kernel, as the C function ``fname`` (default ``_k_<name>``); ``wide``:
-    in a graph module (sums split into parts, and chunks sized by tree_size, which counts a
-    shared subexpression's repetitions without walking them as count_ops does: on a large
-    model's rows that took seconds)."""
+                  chunk_ops: int, wide: bool = False, fname: str = "", label: str = "") -> list:
+    """Lines of a tree kernel, as the C function ``fname`` (default ``_k_<name>``; ``label``
+    its name in the heading comment, by default ``name``); ``wide``: in a graph module (sums
+    split into parts, and chunks sized by tree_size, which counts a shared subexpression's
+    repetitions without walking them as count_ops does: on a large model's rows that took
+    seconds)."""
     fname = fname or f"_k_{name}"
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
     if wide:
         groups = _chunks(entries, chunk_ops, lambda item: tree_size([item[1]]))
     else:
         groups = _chunks(entries, chunk_ops)
-    out = [f"// kernel {name}: {len(exprs)} entries, {len(entries)} structurally nonzero, "
+    out = [f"// kernel {label or name}: {len(exprs)} entries, {len(entries)} structurally "
+           "nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
         inline = (name in STEP_INLINE_KERNELS and not wide
@@ -1001,20 +1009,32 @@ def noise_coupling_lines(entries, N: int) -> list:
              "const double *restrict fq, double *restrict nu)", "{"] + body + ["}"])
 
 
-def compiled_steps_lines(sizes: Sizes, nonzeros, plan) -> list:
+def fixed_entries(exprs: list, ds: DerivedSystem, n_w: int, free: FreeSymbols) -> list:
+    """The structurally nonzero entries of a kernel's ``exprs`` (flat indices) that depend on
+    the parameters and the weights alone: the same at every step of a sweep."""
+    allowed = set(ds.symbols.p) | {sp.Symbol(f"w[{i}]", real=True) for i in range(n_w)}
+    return [i for i, e in enumerate(exprs) if e != 0 and free(e) <= allowed]
+
+
+def compiled_steps_lines(sizes: Sizes, nonzeros, plan, fixed=(), newton_parts=()) -> list:
     """C lines that compile the forward, adjoint and tangent sweeps' steps (compiled_steps.h)
     for a module of these sizes, Newton matrix structure (``nonzeros``) and LU plan: after
     its kernels and its written-out LU, which the steps call directly, with the tangent
-    steps' solve for all directions (lu_plan.solve_block_lines). Only for a module with the
-    written-out LU, tree kernels and a residual without jumps: a step the written LU cannot
-    take, a graph module's residual program and the switch search stay in the core's generic
-    steps."""
+    steps' solve for all directions (lu_plan.solve_block_lines). ``fixed``: K's entries that
+    depend on the parameters and weights alone, which the steps form and eliminate once per
+    call (lu_plan.split_factor_lines), with ``newton_parts`` the lines of
+    ``_k_newton_fixed`` and ``_k_newton_rest``, the newton kernel's two parts. Only for a
+    module with the written-out LU, tree kernels and a residual without jumps: a step the
+    written LU cannot take, a graph module's residual program and the switch search stay in
+    the core's generic steps."""
     keys = ("n", "m", "n_p", "n_tau", "n_st", "n_s", "n_u")
+    split, n_stash = split_factor_lines(plan, fixed)
     return ([f"#define SD_{key.upper()} {getattr(sizes, key)}" for key in keys]
             + noise_coupling_lines(noise_coupling(nonzeros, sizes.n, sizes.nm), sizes.nm)
             + ['#include "vector_ops.h"'] + solve_block_lines(plan)
+            + list(newton_parts) + split + [f"#define SD_LU_NC {n_stash}"]
             + ['#include "compiled_steps.h"']
-            + [f"#undef SD_{key.upper()}" for key in keys + ("noise_nn",)])
+            + [f"#undef SD_{key.upper()}" for key in keys + ("noise_nn", "lu_nc")])
 
 
 def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
@@ -1098,6 +1118,21 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     def reads_st(exprs) -> bool:
         return any(free(e) & set(st) for e in exprs if e != 0)
 
+    def tree_kernel(name: str, exprs: list, accumulate: bool, part: str = "") -> list:
+        # a kernel of expressions (``part``: one part of it, _k_<name>_<part>); a reader of
+        # the state terms as a wrapper that computes them where the caller has not
+        label = f"{name}_{part}" if part else name
+        fname, blocks = f"_k_{label}", layout(name, sizes)
+        if st and name in STATE_TERM_READERS and reads_st(exprs):
+            return (_kernel_lines(name, exprs, accumulate, printer, ds, arrays, blocks,
+                                  chunk_ops, fname=f"{fname}_body", label=label) + [""]
+                    + _state_term_wrapper(fname, f"{fname}_body", len(st),
+                                          _out_size(name, sizes)))
+        # a graph module's tree kernels print unsorted too: sorting the terms of its large
+        # rows costs seconds (and the terms' own order is no less deterministic)
+        return _kernel_lines(name, exprs, accumulate, gprinter if graph else printer, ds,
+                             arrays, blocks, chunk_ops, graph, fname=fname, label=label)
+
     # the readers' wrappers call it before its definition (kernels print in the spec's order)
     c += ["static " + _SIGNATURE.format(name="_k_state_terms") + ";", ""]
     for spec in KERNELS:
@@ -1114,20 +1149,11 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
                 c += _column_lines(spec.name, sizes, deps) + [""]
             continue
         exprs, accumulate, assigns = table[spec.name]
-        blocks = layout(spec.name, sizes)
         if assigns:
             c += _program_lines(spec.name, exprs, accumulate, assigns, gprinter, ds,
-                                arrays, blocks, chunk_ops, free, primal)
-        elif st and spec.name in STATE_TERM_READERS and reads_st(exprs):
-            c += _kernel_lines(spec.name, exprs, accumulate, printer, ds, arrays, blocks,
-                               chunk_ops, fname=f"_k_{spec.name}_body") + [""]
-            c += _state_term_wrapper(f"_k_{spec.name}", f"_k_{spec.name}_body", len(st),
-                                     _out_size(spec.name, sizes))
+                                arrays, layout(spec.name, sizes), chunk_ops, free, primal)
         else:
-            # a graph module's tree kernels print unsorted too: sorting the terms of its
-            # large rows costs seconds (and the terms' own order is no less deterministic)
-            c += _kernel_lines(spec.name, exprs, accumulate, gprinter if graph else printer,
-                               ds, arrays, blocks, chunk_ops, graph)
+            c += tree_kernel(spec.name, exprs, accumulate)
         c.append("")
     out += c_block(c, [_SIGNATURE.format(name=f"_k_{s.name}") + " noexcept nogil"
                        for s in KERNELS]) + [""]
@@ -1143,7 +1169,17 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     jumps = has_jumps(list(ds.Ma) + list(ds.g) + list(ds.C))
     steps = plan is not None and not graph and not jumps
     if steps:
-        out += c_block(compiled_steps_lines(sizes, k_nonzeros, plan), [
+        # K's entries that stay the same through a sweep, and the newton kernel in two parts:
+        # the steps form those once per call (the same expressions, so the same numbers)
+        newton = table["newton"][0]
+        fixed = fixed_entries(newton, ds, n_w, free)
+        kept = set(fixed)
+        parts = [tree_kernel("newton", [e if i in kept else 0 for i, e in enumerate(newton)],
+                             False, "fixed"), [""],
+                 tree_kernel("newton", [0 if i in kept else e for i, e in enumerate(newton)],
+                             False, "rest"), [""]]
+        out += c_block(compiled_steps_lines(sizes, k_nonzeros, plan, fixed,
+                                            [ln for part in parts for ln in part]), [
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",
             "long sd_adjoint_steps(symdae_adjoint_steps* r, long i, long stop) noexcept nogil",
             "long sd_tangent_steps(symdae_tangent_steps* r, long i, long last) noexcept nogil"]

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from .printer import c_block
 
-__all__ = ["LUPlan", "plan_lu", "lu_lines", "solve_block_lines", "MAX_UPDATES",
-           "MAX_BLOCK_SOLVE", "MAX_INLINE_SOLVE_T"]
+__all__ = ["LUPlan", "plan_lu", "lu_lines", "factor_lines", "split_factor_lines",
+           "solve_block_lines", "MAX_UPDATES", "MAX_BLOCK_SOLVE", "MAX_INLINE_SOLVE_T"]
 
 # the straight-line code grows with the elimination's updates; above this many the module
 # keeps to the core's loops. The chain of 80 pendula (240 x 240, 1738 updates) compiles 4 s
@@ -153,6 +153,177 @@ def _substitutions(plan: LUPlan) -> list:
     return lines
 
 
+@dataclass(frozen=True)
+class _Op:
+    """One statement of the factorisation: C text with ``{t}`` its target and ``{0}``, ``{1}``
+    its operands (locations: ``B[p]``, ``K[k]``, or the scalars piv, cmax, inv, l); ``target``
+    None for a check; ``self_read`` where the statement reads its target too; ``value`` the
+    C constant the result is (0.0), or ``copy`` where it is its first operand's value."""
+
+    code: str
+    target: str | None
+    operands: tuple = ()
+    self_read: bool = False
+    value: str | None = None
+    copy: bool = False
+    load: bool = False
+
+
+def _factor_ops(plan: LUPlan) -> list:
+    """The core's refactor for ``plan``'s order as a list of statements (_Op), every index a
+    constant: K's entries into the permuted B (the fill zeroed), then per pivot its check
+    (KLU's: at least tol times its column's largest entry), its reciprocal on the diagonal,
+    L's column and the update of the trailing entries."""
+    N = plan.N
+
+    def b(i, j):
+        return f"B[{i * N + j}]"
+
+    inK = set(plan.nonzeros)
+    ops = [_Op("{t} = 0.0;", f"B[{p}]", value="0.0")
+           for p in plan.factor_positions() if p not in inK]
+    # 0 x (an infinity or a NaN) is a NaN: fin's one test covers every entry loaded
+    ops += [_Op("{t} = {0}; fin += 0.0 * {t};", f"B[{p}]", (f"K[{k}]",), copy=True, load=True)
+            for p, k in zip(plan.nonzeros, plan.k_positions())]
+    # a subnormal pivot's reciprocal overflows: the core's dense LU divides by it instead
+    overflow = _Op("if (fabs({0}) == HUGE_VAL) return SYMDAE_LU_UNSTABLE;", None, ("inv",))
+    for k in range(N):
+        lower, upper, d = plan.lower[k], plan.upper[k], b(k, k)
+        if not lower:
+            # nothing below it: the check's column maximum is 0
+            ops += [_Op(f"if ({{0}} == 0.0) return {k + 1};", None, (d,)),
+                    _Op("{t} = 1.0 / {0};", "inv", (d,)), overflow,
+                    _Op("{t} = {0};", d, ("inv",), copy=True)]
+            continue
+        ops += [_Op("{t} = {0};", "piv", (d,), copy=True), _Op("{t} = 0.0;", "cmax", value="0.0")]
+        # Cython's max(cmax, x) in the core's loop: x where x > cmax
+        ops += [_Op("if (fabs({0}) > {t}) {t} = fabs({0});", "cmax", (b(i, k),), self_read=True)
+                for i in lower]
+        ops += [_Op(f"if ({{0}} == 0.0) return {{1}} > 0.0 ? SYMDAE_LU_UNSTABLE : {k + 1};",
+                    None, ("piv", "cmax")),
+                _Op("if (fabs({0}) < tol * {1}) return SYMDAE_LU_UNSTABLE;", None,
+                    ("piv", "cmax")),
+                _Op("{t} = 1.0 / {0};", "inv", ("piv",)), overflow,
+                _Op("{t} = {0};", d, ("inv",), copy=True)]
+        for i in lower:
+            ops += [_Op("{t} = {0} * {1};", "l", (b(i, k), "inv")),
+                    _Op("{t} = {0};", b(i, k), ("l",), copy=True)]
+            ops += [_Op("{t} -= {0} * {1};", b(i, j), ("l", b(k, j)), self_read=True)
+                    for j in upper]
+    return ops
+
+
+def _render(op: _Op, operands) -> str:
+    return "    " + op.code.format(*operands, t=op.target)
+
+
+def _with_nan_test(body: list, loads: int) -> list:
+    """``body`` with fin's test after its last load (loads: how many lines load K)."""
+    return body[:loads] + (["    if (fin != fin) return -1;"] if loads else []) + body[loads:]
+
+
+def factor_lines(plan: LUPlan) -> list:
+    """C lines of ``written_lu_factor(K, B, tol)``: _factor_ops in order."""
+    ops = _factor_ops(plan)
+    body = [_render(op, op.operands) for op in ops]
+    loads = max((i + 1 for i, op in enumerate(ops) if op.load), default=0)
+    return (["static int written_lu_factor(const double *K, double *B, double tol) {",
+             "    double piv, cmax, l, inv, fin = 0.0;"] + _with_nan_test(body, loads)
+            + ["    return 0;", "}"])
+
+
+@dataclass
+class _Version:
+    """One value a location holds: whether it depends on K's fixed entries only (``fixed``),
+    and where the per-step code reads it if so: ``ref`` (a constant or one of K's fixed
+    entries) or ``stash`` (its slot in c)."""
+
+    fixed: bool
+    ref: str | None = None
+    stash: int | None = None
+
+
+def split_factor_lines(plan: LUPlan, fixed) -> tuple:
+    """``written_lu_factor`` in two parts for a sweep in which the entries ``fixed`` of K (flat
+    indices of K) stay the same, with the number of doubles the parts pass between them:
+
+    - ``written_lu_factor_fixed(K, B, c, tol)`` performs the statements whose operands all
+      derive from those entries alone (their pivots' checks included) into B, and keeps in c
+      the values of them the rest reads; once per sweep, with K's fixed entries written;
+    - ``written_lu_factor_rest(K, c, B, tol)`` performs the others, in order, for each K
+      whose other entries change, on the same B (whose entries that the rest never writes
+      hold the first part's results) and with K's fixed entries unchanged.
+
+    A value the rest reads as it stood before a statement it performs (a trailing entry that
+    takes its first varying update, cmax after fixed entries) it reads from K, a constant or
+    c. So the two give the whole factorisation's numbers, operation for operation; its
+    status too (nonzero where it fails) once the first part has returned 0."""
+    fixed = set(fixed)
+    ops = _factor_ops(plan)
+    versions, cur, plan_ops, n_stash = [], {}, [], 0
+
+    def version(loc):
+        if loc not in cur:                      # one of K's entries: the kernel's inputs
+            k = int(loc[2:-1])
+            versions.append(_Version(k in fixed, loc if k in fixed else None))
+            cur[loc] = len(versions) - 1
+        return cur[loc]
+
+    for op in ops:
+        reads = [version(o) for o in op.operands]
+        prev = cur.get(op.target) if op.target else None
+        is_fixed = all(versions[v].fixed for v in reads + ([prev] if op.self_read else []))
+        if not is_fixed:
+            for v in reads + ([prev] if op.self_read else []):
+                if versions[v].fixed and versions[v].ref is None and versions[v].stash is None:
+                    versions[v].stash, n_stash = n_stash, n_stash + 1
+        if op.target is not None:
+            if is_fixed and op.target.startswith("B[") and prev is not None \
+                    and not versions[prev].fixed:
+                # the rest would leave its own value there, not this one
+                raise AssertionError(f"{op.target}: a fixed value after a varying one")
+            ref = (versions[reads[0]].ref if op.copy else op.value) if is_fixed else None
+            versions.append(_Version(is_fixed, ref))
+            cur[op.target] = len(versions) - 1
+        plan_ops.append((op, is_fixed, reads, prev, cur.get(op.target) if op.target else None))
+
+    def where(v, loc):
+        x = versions[v]
+        if not x.fixed:
+            return loc
+        return x.ref if x.ref is not None else f"c[{x.stash}]"
+
+    first, rest = [], []
+    loads = {"first": 0, "rest": 0}
+    for op, is_fixed, reads, prev, new in plan_ops:
+        if is_fixed:
+            first.append(_render(op, op.operands))
+            if new is not None and versions[new].stash is not None:
+                first.append(f"    c[{versions[new].stash}] = {op.target};")
+            loads["first"] = len(first) if op.load else loads["first"]
+            continue
+        if op.self_read and versions[prev].fixed:
+            rest.append(f"    {op.target} = {where(prev, op.target)};")
+        rest.append(_render(op, [where(v, loc) for v, loc in zip(reads, op.operands)]))
+        loads["rest"] = len(rest) if op.load else loads["rest"]
+
+    def head(name, args, body, loaded):
+        scalars = [s for s in ("piv", "cmax", "l", "inv")
+                   if any(ln.lstrip().startswith(f"{s} =") or f") {s} =" in ln for ln in body)]
+        scalars += ["fin = 0.0"] if loaded else []
+        return [f"static int {name}({args}) {{"] + (
+            ["    double " + ", ".join(scalars) + ";"] if scalars else [])
+
+    first = _with_nan_test(first, loads["first"])
+    rest = _with_nan_test(rest, loads["rest"])
+    lines = (head("written_lu_factor_fixed", "const double *K, double *B, double *c, double tol",
+                  first, loads["first"]) + first + ["    return 0;", "}", ""]
+             + head("written_lu_factor_rest",
+                    "const double *K, const double *c, double *B, double tol", rest,
+                    loads["rest"]) + rest + ["    return 0;", "}"])
+    return lines, n_stash
+
+
 def lu_lines(plan: LUPlan) -> list:
     """Cython lines declaring the module's ``written_lu_factor``, ``written_lu_solve``,
     ``written_lu_solve_rows`` and ``written_lu_solve_t`` (symdae_kernels.h states their
@@ -165,35 +336,8 @@ def lu_lines(plan: LUPlan) -> list:
     def b(i, j):
         return f"B[{i * N + j}]"
 
-    inK = set(plan.nonzeros)
-    # a subnormal pivot's reciprocal overflows: the core's dense LU divides by it instead
-    overflow = "    if (fabs(inv) == HUGE_VAL) return SYMDAE_LU_UNSTABLE;"
     c = [f"/* the Newton matrix's LU for the pivot order {list(order)} ({plan.updates} "
-         "updates; symdae/model/lu_plan.py) */",
-         "static int written_lu_factor(const double *K, double *B, double tol) {",
-         "    double piv, cmax, l, inv, fin = 0.0;"]
-    c += [f"    B[{p}] = 0.0;" for p in plan.factor_positions() if p not in inK]
-    for p, k in zip(plan.nonzeros, plan.k_positions()):
-        c += [f"    B[{p}] = K[{k}]; fin += 0.0 * B[{p}];"]
-    # 0 x (an infinity or a NaN) is a NaN: one test for every entry
-    c += ["    if (fin != fin) return -1;"]
-    for k in range(N):
-        lower, upper = plan.lower[k], plan.upper[k]
-        if not lower:
-            # nothing below it: the check's column maximum is 0
-            c += [f"    if ({b(k, k)} == 0.0) return {k + 1};",
-                  f"    inv = 1.0 / {b(k, k)};", overflow, f"    {b(k, k)} = inv;"]
-            continue
-        c += [f"    piv = {b(k, k)}; cmax = 0.0;"]
-        # Cython's max(cmax, x) in the core's loop: x where x > cmax
-        c += [f"    if (fabs({b(i, k)}) > cmax) cmax = fabs({b(i, k)});" for i in lower]
-        c += [f"    if (piv == 0.0) return cmax > 0.0 ? SYMDAE_LU_UNSTABLE : {k + 1};",
-              "    if (fabs(piv) < tol * cmax) return SYMDAE_LU_UNSTABLE;",
-              "    inv = 1.0 / piv;", overflow, f"    {b(k, k)} = inv;"]
-        for i in lower:
-            c += [f"    l = {b(i, k)} * inv; {b(i, k)} = l;"]
-            c += [f"    {b(i, j)} -= l * {b(k, j)};" for j in upper]
-    c += ["    return 0;", "}", ""]
+         "updates; symdae/model/lu_plan.py) */"] + factor_lines(plan) + [""]
     xs = ", ".join(f"x{k}" for k in range(N))
     # the solve twice: for one vector, and for direction d of nd right-hand sides stored by
     # row (the tangent sweep's, b[k nd]: the same operations on the strided entries)

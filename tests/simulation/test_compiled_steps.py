@@ -249,6 +249,33 @@ def test_the_written_round_off_coupling_is_the_cores_list():
     assert noise_coupling([0, 1, 4, 5], 2, 2) == []
 
 
+def test_the_steps_form_k_s_fixed_entries_once_per_call():
+    """The compiled steps form the Newton matrix's entries that depend on the parameters and
+    the weights alone once per call (_k_newton_fixed, written_lu_factor_fixed) and the rest
+    at each state. The engine mount's K is constant but for K[0, 0] (the cubic spring on
+    x1) and K[3, 3] (the cubic damper on x4's velocity): flat 0 and 18. The double
+    pendulum's K (joint angles: M(q), gravity's cos q in every entry) has none.
+    The numbers are the whole kernel's and factorisation's (the bit-for-bit tests above,
+    tests/model/test_lu_split.py)."""
+    from symdae.model.emit import fixed_entries
+    from symdae.model.graph import FreeSymbols
+
+    ds = derive(symdae.load_model("engine_mount")[0])
+    newton = kernel_expressions(ds)["newton"][0]
+    nonzeros = newton_structure(kernel_expressions(ds), Sizes.of(ds.sizes), None)
+    fixed = fixed_entries(newton, ds, 16, FreeSymbols())
+    assert sorted(set(nonzeros) - set(fixed)) == [0, 18]
+    text = emit_cython(ds)
+    fixed_part = text.split("static void _k_newton_fixed(")[1].split("}")[0]
+    rest_part = text.split("static void _k_newton_rest(")[1].split("}")[0]
+    assert all(f"out[{i}] =" in fixed_part for i in fixed)
+    assert "out[0] =" in rest_part and "out[18] =" in rest_part and "out[1] =" not in rest_part
+    assert "static int written_lu_factor_fixed(" in text and "#define SD_LU_NC " in text
+    ds = derive(symdae.load_model("double_pendulum")[0])
+    newton = kernel_expressions(ds)["newton"][0]
+    assert fixed_entries(newton, ds, 16, FreeSymbols()) == []
+
+
 def tangents_both(system, traj, D, states):
     """The tangent sweep with the module's compiled steps, and with the generic step only."""
     from symdae.simulation.sensitivity import tangent

@@ -26,6 +26,13 @@
  * defines before it includes this file (lu_plan.py's written_lu_solve_block); a step whose
  * factorisation is not the written LU's goes back to the core.
  *
+ * Each sweep's steps form K's entries that depend on the parameters and the weights alone,
+ * and the written LU's operations on them alone, once per call (sd_fixed_factor), and at each
+ * state the rest (sd_rest_factor): the module's _k_newton_fixed and _k_newton_rest, its
+ * written_lu_factor_fixed and written_lu_factor_rest (lu_plan.py's split_factor_lines),
+ * which give written_lu_factor's numbers and status. The K and LU they keep between their
+ * states are the core's scratch, which nothing else writes during a call.
+ *
  * tests/simulation/test_compiled_steps.py compares all three with the generic steps bit for
  * bit (the tangent steps up to the sign of a zero).
  * optimize("O3"): the module builds at -O2, which leaves the loops of vector_ops.h rolled. */
@@ -59,6 +66,25 @@ static int sd_noise_matches(const int *idx, int nn)
     return 1;
 }
 
+/* the factorisation's part that stays the same through a call: K's fixed entries into K and
+ * their elimination into LU, with the values the rest reads in c; nonzero where it fails
+ * (every factorisation of the call would: each of its steps goes to the core) */
+static int sd_fixed_factor(const symdae_args *x, const double *kw, double *K, double *LU,
+                           double *c, double tol)
+{
+    _k_newton_fixed(x, kw, K);
+    return written_lu_factor_fixed(K, LU, c, tol);
+}
+
+/* K at the state x with the written LU (written_lu_factor's status), after sd_fixed_factor
+ * returned 0 on the same K, LU and c */
+static int sd_rest_factor(const symdae_args *x, const double *kw, double *K, double *LU,
+                          const double *c, double tol)
+{
+    _k_newton_rest(x, kw, K);
+    return written_lu_factor_rest(K, c, LU, tol);
+}
+
 SD_O3
 static long sd_forward_steps(symdae_steps *r, long i, long last)
 {
@@ -68,9 +94,10 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
     double tau[SD_SPARE(SD_N_TAU)], st[SD_SPARE(SD_N_ST)], res[2 * SD_N + SD_M];
     double mag[2 * SD_N + SD_M], qsb[SD_N], vsb[SD_N], sz[2 * SD_N + 1], gprev[SD_N];
     double qc[SD_N], vc[SD_N], qh[SD_N], vh[SD_N], R[SD_NM], dy[SD_NM], y[SD_NM], y0[SD_NM];
-    double nu[SD_NM], fq[SD_NM], nu1[SD_NM], fq1[SD_NM];
+    double nu[SD_NM], fq[SD_NM], nu1[SD_NM], fq1[SD_NM], lu_c[SD_SPARE(SD_LU_NC)];
     /* the N x N ones are the core's (as large as K, too large for a thread's stack) */
     double *K = r->K, *LU = r->LU, *Ks = r->Ks;
+    int fixed;
     /* a sweep that stores all time terms evaluates them all (one kernel: newton.pxd) */
     const int all_terms = r->tau_out != NULL;
     /* the module's written-out round-off coupling where the core's list is the one it was
@@ -86,6 +113,7 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
     x.p = run->p;
     x.st = SD_N_ST > 0 ? st : NULL;
     x.tau = tau;
+    fixed = sd_fixed_factor(&x, run->kw, K, LU, lu_c, r->pivot_tol);
     for (; i < last; i++) {
         const long i1 = i > 0 ? i - 1 : 0, i2 = i > 1 ? i - 2 : 0;
         const int order = run->offset + i < 2 ? (int)(run->offset + i) : 2;
@@ -122,11 +150,9 @@ static long sd_forward_steps(symdae_steps *r, long i, long last)
             rnorm = sd_residual_rows(run->cM, run->ap, run->s, res, gprev, R, dy, n, m);
             if (!isfinite(rnorm))
                 break;
-            if (j == 0) {
-                _k_newton(&x, run->kw, K);
-                if (written_lu_factor(K, LU, r->pivot_tol) != 0)
-                    break;
-            }
+            if (j == 0 && (fixed != 0 || sd_rest_factor(&x, run->kw, K, LU, lu_c,
+                                                        r->pivot_tol) != 0))
+                break;
             if (j == 1) {
                 /* newton.pxd's residual_noise (the core calls these steps with the levels
                  * set, which the generic step's first iteration then reuses too) */
@@ -225,11 +251,11 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
     symdae_args x0, x1;
     /* [xbar, pbar] in one array: output_vjp adds to both in one call */
     double xg[SD_NX + SD_SPARE(SD_N_P)], wb[SD_N], rd_next[SD_N], mu[SD_NM], hat[SD_NX];
-    double wv[SD_NX], wo[SD_NX];
+    double wv[SD_NX], wo[SD_NX], lu_c[SD_SPARE(SD_LU_NC)];
     double *xb = xg, *gacc = xg + SD_NX;
     double *qb = xb, *vb = xb + SD_N, *ab = xb + 2 * SD_N, *lb = xb + 3 * SD_N;
     double *qh = hat, *vh = hat + SD_N;
-    int k;
+    int k, fixed = 0;
     memcpy(xb, r->xb, SD_NX * sizeof(double));
     memcpy(gacc, r->gacc, SD_N_P * sizeof(double));
     memcpy(wb, r->wb, sizeof wb);
@@ -240,6 +266,8 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
     memset(wo, 0, sizeof wo);
     x0.p = x1.p = run->p;
     x0.st = x1.st = NULL;
+    if (r->lu == NULL)
+        fixed = sd_fixed_factor(&x1, run->kw, r->K, r->LUw, lu_c, r->pivot_tol);
     for (; i > stop; i--) {
         /* hht.pyx's set_state, tau_at and st_at for rows i (x1) and i - 1 (x0) */
         const double *LU;
@@ -269,8 +297,8 @@ static long sd_adjoint_steps(symdae_adjoint_steps *r, long i, long stop)
         if (r->lu == NULL) {
             /* hht.pyx's factors_at without stored factors: K at state i, the written LU's;
              * one it refuses goes to the core's step (its dense LU's) */
-            _k_newton(&x1, run->kw, r->K);
-            if (written_lu_factor(r->K, r->LUw, r->pivot_tol) != 0)
+            if (fixed != 0 || sd_rest_factor(&x1, run->kw, r->K, r->LUw, lu_c,
+                                             r->pivot_tol) != 0)
                 break;
             LU = r->LUw;
         }
@@ -358,11 +386,13 @@ static SD_ALWAYS_INLINE long sd_tangent_steps_nd(symdae_tangent_steps *r, long i
     double tau[SD_SPARE(SD_N_TAU)], st[SD_SPARE(SD_N_ST)];
     double *T0 = r->T[0], *T1 = r->T[1], *J0 = r->J[0], *J1 = r->J[1];
     double *P0 = r->P[0], *P1 = r->P[1], *tmp;
-    double *b = r->rhs, *xnew = r->xnew;
-    int k, d;
+    double *b = r->rhs, *xnew = r->xnew, lu_c[SD_SPARE(SD_LU_NC)];
+    int k, d, fixed = 0;
     x.p = run->p;
     x.st = NULL;
     x.tau = tau;
+    if (r->lu == NULL)
+        fixed = sd_fixed_factor(&x, run->kw, r->K, r->LUw, lu_c, r->pivot_tol);
     for (; i < last; i++) {
         const double *LU;
         double *ds = r->ds + (i + 1) * r->ds_stride;
@@ -396,8 +426,8 @@ static SD_ALWAYS_INLINE long sd_tangent_steps_nd(symdae_tangent_steps *r, long i
                 break;
             LU = r->lu + (i + 1) * nm * nm;
         } else {
-            _k_newton(&x, run->kw, r->K);
-            if (written_lu_factor(r->K, r->LUw, r->pivot_tol) != 0)
+            if (fixed != 0 || sd_rest_factor(&x, run->kw, r->K, r->LUw, lu_c,
+                                             r->pivot_tol) != 0)
                 break;
             LU = r->LUw;
         }
