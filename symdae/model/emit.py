@@ -1174,10 +1174,13 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         newton = table["newton"][0]
         fixed = fixed_entries(newton, ds, n_w, free)
         kept = set(fixed)
+        # without fixed entries the rest is the kernel (called, not printed twice)
+        rest = ([_KERNEL_HEAD.format(name="_k_newton_rest"), "    _k_newton(x, w, out);", "}"]
+                if not kept else
+                tree_kernel("newton", [0 if i in kept else e for i, e in enumerate(newton)],
+                            False, "rest"))
         parts = [tree_kernel("newton", [e if i in kept else 0 for i, e in enumerate(newton)],
-                             False, "fixed"), [""],
-                 tree_kernel("newton", [0 if i in kept else e for i, e in enumerate(newton)],
-                             False, "rest"), [""]]
+                             False, "fixed"), [""], rest, [""]]
         out += c_block(compiled_steps_lines(sizes, k_nonzeros, plan, fixed,
                                             [ln for part in parts for ln in part]), [
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",

@@ -257,8 +257,17 @@ def split_factor_lines(plan: LUPlan, fixed) -> tuple:
     A value the rest reads as it stood before a statement it performs (a trailing entry that
     takes its first varying update, cmax after fixed entries) it reads from K, a constant or
     c. So the two give the whole factorisation's numbers, operation for operation; its
-    status too (nonzero where it fails) once the first part has returned 0."""
+    status too (nonzero where it fails) once the first part has returned 0. Without fixed
+    entries the rest is written_lu_factor (called: the same code twice would cost a large
+    model's build time for nothing)."""
     fixed = set(fixed)
+    first_head = "static int written_lu_factor_fixed(const double *K, double *B, double *c, " \
+        "double tol) {"
+    rest_head = "static int written_lu_factor_rest(const double *K, const double *c, double *B, " \
+        "double tol) {"
+    if not fixed:
+        return ([first_head, "    return 0;", "}", "",
+                 rest_head, "    return written_lu_factor(K, B, tol);", "}"], 0)
     ops = _factor_ops(plan)
     versions, cur, plan_ops, n_stash = [], {}, [], 0
 
@@ -307,20 +316,16 @@ def split_factor_lines(plan: LUPlan, fixed) -> tuple:
         rest.append(_render(op, [where(v, loc) for v, loc in zip(reads, op.operands)]))
         loads["rest"] = len(rest) if op.load else loads["rest"]
 
-    def head(name, args, body, loaded):
+    def head(line, body, loaded):
         scalars = [s for s in ("piv", "cmax", "l", "inv")
                    if any(ln.lstrip().startswith(f"{s} =") or f") {s} =" in ln for ln in body)]
         scalars += ["fin = 0.0"] if loaded else []
-        return [f"static int {name}({args}) {{"] + (
-            ["    double " + ", ".join(scalars) + ";"] if scalars else [])
+        return [line] + (["    double " + ", ".join(scalars) + ";"] if scalars else [])
 
     first = _with_nan_test(first, loads["first"])
     rest = _with_nan_test(rest, loads["rest"])
-    lines = (head("written_lu_factor_fixed", "const double *K, double *B, double *c, double tol",
-                  first, loads["first"]) + first + ["    return 0;", "}", ""]
-             + head("written_lu_factor_rest",
-                    "const double *K, const double *c, double *B, double tol", rest,
-                    loads["rest"]) + rest + ["    return 0;", "}"])
+    lines = (head(first_head, first, loads["first"]) + first + ["    return 0;", "}", ""]
+             + head(rest_head, rest, loads["rest"]) + rest + ["    return 0;", "}"])
     return lines, n_stash
 
 

@@ -274,6 +274,11 @@ def test_the_steps_form_k_s_fixed_entries_once_per_call():
     ds = derive(symdae.load_model("double_pendulum")[0])
     newton = kernel_expressions(ds)["newton"][0]
     assert fixed_entries(newton, ds, 16, FreeSymbols()) == []
+    # its steps call the whole kernel and factorisation (not printed a second time)
+    text = emit_cython(ds)
+    rest_part = text.split("static void _k_newton_rest(")[1].split("}")[0]
+    assert rest_part.strip().endswith("_k_newton(x, w, out);")
+    assert "return written_lu_factor(K, B, tol);" in text
 
 
 def tangents_both(system, traj, D, states):
