@@ -31,7 +31,9 @@
  * state the rest (sd_rest_factor): the module's _k_newton_fixed and _k_newton_rest, its
  * written_lu_factor_fixed and written_lu_factor_rest (lu_plan.py's split_factor_lines),
  * which give written_lu_factor's numbers and status. The K and LU they keep between their
- * states are the core's scratch, which nothing else writes during a call.
+ * states are the core's scratch, which nothing else writes during a call; the values passed
+ * between the parts (lu_c, SD_LU_NC) are at most one per statement of the factorisation,
+ * which lu_plan.MAX_UPDATES bounds (tens of kB on the stack at most).
  *
  * tests/simulation/test_compiled_steps.py compares all three with the generic steps bit for
  * bit (the tangent steps up to the sign of a zero).
