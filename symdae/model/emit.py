@@ -367,42 +367,64 @@ def _block_of(blocks: dict, idx: int) -> str:
 
 def _function(fname: str, entries: list, accumulate: bool, printer: CPrinter,
               ds: DerivedSystem, arrays: dict, blocks: dict, wide: bool = False,
-              inline: bool = False) -> list:
+              inline: bool = False, keep: set | None = None) -> list:
     """Lines of one C function writing the given entries of ``out`` (CSE'd; ``wide``:
     sums and products split into parts of at most WIDE_TERMS terms; ``inline``: marked
-    SYMDAE_STEP_INLINE)."""
+    SYMDAE_STEP_INLINE). ``keep``: only these entries, with the temporaries they need, of
+    the code for all of them: each the same operations as in the function of all entries
+    (a CSE of the kept entries alone may group a sum's terms differently, which rounds
+    differently)."""
     repl, reduced = _cse([e for _, e in entries])
     if wide:
         repl, reduced = split_wide(repl, reduced, WIDE_TERMS)
     items = [("set", sym, e) for sym, e in repl]
     items += [("out", idx, e) for (idx, _), e in zip(entries, reduced)]
+    if keep is not None:
+        items = _needed(items, keep)
     return _program_function(fname, items, accumulate, printer, ds, arrays, blocks, {}, False,
                              FreeSymbols(), inline)
 
 
+def _needed(items: list, keep: set) -> list:
+    """``items`` reduced to the outputs in ``keep`` and the temporaries they read, directly
+    or through other temporaries, in their order."""
+    temps = {sym for kind, sym, _ in items if kind == "set"}
+    need = set().union(*[e.free_symbols & temps for kind, idx, e in items
+                         if kind == "out" and idx in keep])
+    out = []
+    for kind, target, e in reversed(items):
+        if kind == "out" and target in keep or kind == "set" and target in need:
+            out.append((kind, target, e))
+            need |= e.free_symbols & temps
+    return out[::-1]
+
+
 def _kernel_lines(name: str, exprs: list, accumulate: bool, printer, ds, arrays, blocks,
-                  chunk_ops: int, wide: bool = False, fname: str = "", label: str = "") -> list:
+                  chunk_ops: int, wide: bool = False, fname: str = "", label: str = "",
+                  keep: set | None = None) -> list:
     """Lines of a tree kernel, as the C function ``fname`` (default ``_k_<name>``; ``label``
     its name in the heading comment, by default ``name``); ``wide``: in a graph module (sums
     split into parts, and chunks sized by tree_size, which counts a shared subexpression's
     repetitions without walking them as count_ops does: on a large model's rows that took
-    seconds)."""
+    seconds); ``keep``: a part of the kernel, only these entries of its code (_function)."""
     fname = fname or f"_k_{name}"
     entries = [(i, e) for i, e in enumerate(exprs) if e != 0]
     if wide:
         groups = _chunks(entries, chunk_ops, lambda item: tree_size([item[1]]))
     else:
         groups = _chunks(entries, chunk_ops)
-    out = [f"// kernel {label or name}: {len(exprs)} entries, {len(entries)} structurally "
+    written = len(entries) if keep is None else sum(i in keep for i, _ in entries)
+    out = [f"// kernel {label or name}: {len(exprs)} entries, {written} structurally "
            "nonzero, "
            f"{len(groups)} chunk(s)"]
     if len(groups) <= 1:
         inline = (name in STEP_INLINE_KERNELS and not wide
                   and tree_size([e for _, e in entries]) <= STEP_INLINE_NODES)
         return out + _function(fname, groups[0] if groups else [], accumulate, printer,
-                               ds, arrays, blocks, wide, inline)
+                               ds, arrays, blocks, wide, inline, keep)
     for c, grp in enumerate(groups):
-        out += _function(f"{fname}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide)
+        out += _function(f"{fname}_{c}", grp, accumulate, printer, ds, arrays, blocks, wide,
+                         keep=keep)
         out.append("")
     return out + [_KERNEL_HEAD.format(name=fname)] + [
         f"    {fname}_{c}(x, w, out);" for c in range(len(groups))] + ["}"]
@@ -1118,20 +1140,24 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     def reads_st(exprs) -> bool:
         return any(free(e) & set(st) for e in exprs if e != 0)
 
-    def tree_kernel(name: str, exprs: list, accumulate: bool, part: str = "") -> list:
-        # a kernel of expressions (``part``: one part of it, _k_<name>_<part>); a reader of
-        # the state terms as a wrapper that computes them where the caller has not
+    def tree_kernel(name: str, exprs: list, accumulate: bool, part: str = "",
+                    keep: set | None = None) -> list:
+        # a kernel of expressions (``part``: the part of it that writes the entries ``keep``,
+        # _k_<name>_<part>); a reader of the state terms as a wrapper that computes them
+        # where the caller has not
         label = f"{name}_{part}" if part else name
         fname, blocks = f"_k_{label}", layout(name, sizes)
-        if st and name in STATE_TERM_READERS and reads_st(exprs):
+        kept = exprs if keep is None else [e for i, e in enumerate(exprs) if i in keep]
+        if st and name in STATE_TERM_READERS and reads_st(kept):
             return (_kernel_lines(name, exprs, accumulate, printer, ds, arrays, blocks,
-                                  chunk_ops, fname=f"{fname}_body", label=label) + [""]
-                    + _state_term_wrapper(fname, f"{fname}_body", len(st),
-                                          _out_size(name, sizes)))
+                                  chunk_ops, fname=f"{fname}_body", label=label, keep=keep)
+                    + [""] + _state_term_wrapper(fname, f"{fname}_body", len(st),
+                                                 _out_size(name, sizes)))
         # a graph module's tree kernels print unsorted too: sorting the terms of its large
         # rows costs seconds (and the terms' own order is no less deterministic)
         return _kernel_lines(name, exprs, accumulate, gprinter if graph else printer, ds,
-                             arrays, blocks, chunk_ops, graph, fname=fname, label=label)
+                             arrays, blocks, chunk_ops, graph, fname=fname, label=label,
+                             keep=keep)
 
     # the readers' wrappers call it before its definition (kernels print in the spec's order)
     c += ["static " + _SIGNATURE.format(name="_k_state_terms") + ";", ""]
@@ -1170,17 +1196,16 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
     steps = plan is not None and not graph and not jumps
     if steps:
         # K's entries that stay the same through a sweep, and the newton kernel in two parts:
-        # the steps form those once per call (the same expressions, so the same numbers)
+        # the steps form those once per call (the kernel's code for them: the same numbers)
         newton = table["newton"][0]
         fixed = fixed_entries(newton, ds, n_w, free)
         kept = set(fixed)
         # without fixed entries the rest is the kernel (called, not printed twice)
         rest = ([_KERNEL_HEAD.format(name="_k_newton_rest"), "    _k_newton(x, w, out);", "}"]
                 if not kept else
-                tree_kernel("newton", [0 if i in kept else e for i, e in enumerate(newton)],
-                            False, "rest"))
-        parts = [tree_kernel("newton", [e if i in kept else 0 for i, e in enumerate(newton)],
-                             False, "fixed"), [""], rest, [""]]
+                tree_kernel("newton", newton, False, "rest",
+                            {i for i, e in enumerate(newton) if e != 0} - kept))
+        parts = [tree_kernel("newton", newton, False, "fixed", kept), [""], rest, [""]]
         out += c_block(compiled_steps_lines(sizes, k_nonzeros, plan, fixed,
                                             [ln for part in parts for ln in part]), [
             "long sd_forward_steps(symdae_steps* r, long i, long last) noexcept nogil",

@@ -281,6 +281,37 @@ def test_the_steps_form_k_s_fixed_entries_once_per_call():
     assert "return written_lu_factor(K, B, tol);" in text
 
 
+def kernel_outputs(source: str, fname: str) -> dict:
+    """The right-hand side of each ``out[i]`` of the C function ``fname`` with its
+    temporaries substituted (parenthesised), as text."""
+    import re
+
+    body = source.split(f"static void {fname}(")[1].split("\n    }")[0]
+    temps, outs = {}, {}
+    for line in body.splitlines():
+        m = re.match(r"\s+(_t\d+|out\[\d+\]) = (.*);$", line)
+        if not m:
+            continue
+        rhs = re.sub(r"_t\d+\b", lambda t: f"({temps[t.group(0)]})", m.group(2))
+        (temps if m.group(1).startswith("_t") else outs)[m.group(1)] = rhs
+    return outs
+
+
+@pytest.mark.parametrize("name", ["engine_mount", "slider_crank", "cart_pendulum_redundant"])
+def test_the_newton_kernel_s_parts_compute_its_entries_as_it_does(name):
+    """_k_newton_fixed and _k_newton_rest write the newton kernel's entries between them, each
+    by the kernel's own code (its common subexpressions, not those of the part's entries
+    alone, which may group a sum's terms otherwise and round otherwise)."""
+    source = emit_cython(derive(symdae.load_model(name)[0]))
+    body = "_k_newton_body" if "static void _k_newton_body(" in source else "_k_newton"
+    whole = kernel_outputs(source, body)
+    parts = {}
+    for part in ("_k_newton_fixed", "_k_newton_rest"):
+        fn = part + "_body" if f"static void {part}_body(" in source else part
+        parts.update(kernel_outputs(source, fn))
+    assert parts == whole, name
+
+
 def tangents_both(system, traj, D, states):
     """The tangent sweep with the module's compiled steps, and with the generic step only."""
     from symdae.simulation.sensitivity import tangent
