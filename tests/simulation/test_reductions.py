@@ -69,3 +69,28 @@ def test_first_nonfinite(use, monkeypatch):
     assert reductions.first_nonfinite(S) == (6, 1)
     assert reductions.first_nonfinite(S[:, 2:]) == (6, 1)        # a strided view
     assert reductions.first_nonfinite(S[7:]) == (0, 0)
+
+
+# C-contiguous arrays are read as one flat run, in chunks of 512 entries summed in 8 lanes:
+# shapes whose flat length ends inside a lane group, on a chunk's edge and past it
+SHAPES = [(1, 1), (3, 5), (128, 4), (129, 4), (171, 3), (10001, 4), (600, 7)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_first_nonfinite_finds_the_first_in_row_order(shape):
+    rng = np.random.default_rng(sum(shape))
+    size = shape[0] * shape[1]
+    # every flat position near a lane group's or chunk's edge, and random ones
+    edges = {k + d for k in (0, 7, 8, 511, 512, 1023, 1024, size - 1) for d in (-1, 0, 1)}
+    places = sorted(k for k in edges | set(rng.integers(0, size, 20)) if 0 <= k < size)
+    for k in places:
+        for bad in (np.nan, np.inf, -np.inf):
+            S = rng.standard_normal(shape) * 1e300      # large finite values: 0 x stays 0
+            S.flat[k] = bad
+            later = rng.integers(k, size, 3)           # further ones do not matter
+            S.flat[later] = np.nan
+            want = divmod(k, shape[1])
+            assert reductions.first_nonfinite(S) == want
+            assert reductions.first_nonfinite(np.asfortranarray(S)) == want    # strided
+        S.flat[:] = -0.0
+        assert reductions.first_nonfinite(S) is None

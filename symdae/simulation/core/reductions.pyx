@@ -76,10 +76,52 @@ def least_squares(const double[:] s, const double[:] ref, const double[:] w,
     return total
 
 
+cdef enum:
+    LANES = 8       # independent sums of the finiteness test (a chain of one would wait on
+                    # each addition's latency: 4x slower on 10 001 x 4 outputs)
+    CHUNK = 512     # entries summed between two tests (a multiple of LANES)
+
+
+cdef Py_ssize_t _first_nonfinite_flat(const double* x, Py_ssize_t n) noexcept nogil:
+    """Index of the first non-finite x[k], k < n, or -1: the sums of 0 x over chunks of CHUNK
+    (NaN exactly when a term is not finite), then the first chunk that fails entry by entry."""
+    cdef double acc[LANES]
+    cdef double tot
+    cdef Py_ssize_t start = 0, k, j, end
+    while start < n:
+        end = min(start + CHUNK, n)
+        for j in range(LANES):
+            acc[j] = 0.0
+        k = start
+        while k + LANES <= end:
+            for j in range(LANES):
+                acc[j] += 0.0 * x[k + j]
+            k += LANES
+        tot = 0.0
+        for j in range(LANES):
+            tot += acc[j]
+        while k < end:
+            tot += 0.0 * x[k]
+            k += 1
+        if tot != tot:
+            for k in range(start, end):
+                if not isfinite(x[k]):
+                    return k
+        start = end
+    return -1
+
+
 def first_nonfinite(const double[:, :] S) -> tuple | None:
     """(row, column) of the first NaN or infinity of S in row order, or None."""
     cdef Py_ssize_t i, j, rows = S.shape[0], cols = S.shape[1], bad = -1
     cdef double acc
+    if rows == 0 or cols == 0:
+        return None
+    if S.strides[1] == sizeof(double) and S.strides[0] == cols * sizeof(double):
+        # C-contiguous (a sweep's outputs, a cost's dJ/dS): the rows one after the other
+        with nogil:
+            bad = _first_nonfinite_flat(&S[0, 0], rows * cols)
+        return None if bad < 0 else (bad // cols, bad % cols)
     with nogil:
         for i in range(rows):
             # 0 * x is NaN exactly when x is not finite: one test per row
