@@ -304,7 +304,10 @@ def split_factor_lines(plan: LUPlan, fixed) -> tuple:
 
     first, rest = [], []
     loads = {"first": 0, "rest": 0}
+    scalars = {"first": set(), "rest": set()}    # the scalars (piv, cmax, l, inv) each sets
     for op, is_fixed, reads, prev, new in plan_ops:
+        if op.target is not None and not op.target.startswith("B["):
+            scalars["first" if is_fixed else "rest"].add(op.target)
         if is_fixed:
             first.append(_render(op, op.operands))
             if new is not None and versions[new].stash is not None:
@@ -316,16 +319,17 @@ def split_factor_lines(plan: LUPlan, fixed) -> tuple:
         rest.append(_render(op, [where(v, loc) for v, loc in zip(reads, op.operands)]))
         loads["rest"] = len(rest) if op.load else loads["rest"]
 
-    def head(line, body, loaded):
-        scalars = [s for s in ("piv", "cmax", "l", "inv")
-                   if any(ln.lstrip().startswith(f"{s} =") or f") {s} =" in ln for ln in body)]
-        scalars += ["fin = 0.0"] if loaded else []
-        return [line] + (["    double " + ", ".join(scalars) + ";"] if scalars else [])
+    def head(line, part):
+        names = [s for s in ("piv", "cmax", "l", "inv") if s in scalars[part]]
+        if scalars[part] - set(names):
+            raise AssertionError(f"scalars {sorted(scalars[part] - set(names))} undeclared")
+        names += ["fin = 0.0"] if loads[part] else []
+        return [line] + (["    double " + ", ".join(names) + ";"] if names else [])
 
     first = _with_nan_test(first, loads["first"])
     rest = _with_nan_test(rest, loads["rest"])
-    lines = (head(first_head, first, loads["first"]) + first + ["    return 0;", "}", ""]
-             + head(rest_head, rest, loads["rest"]) + rest + ["    return 0;", "}"])
+    lines = (head(first_head, "first") + first + ["    return 0;", "}", ""]
+             + head(rest_head, "rest") + rest + ["    return 0;", "}"])
     return lines, n_stash
 
 
