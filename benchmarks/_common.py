@@ -49,10 +49,14 @@ def interleaved(funcs: dict, reps: int) -> dict:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 
 
-def shuffled_times(funcs: dict, reps: int, clock=time.perf_counter, seed: int = 0) -> dict:
+def shuffled_times(funcs: dict, reps: int, clock=time.perf_counter, seed: int = 0,
+                   burst: int = 1) -> dict:
     """{name: array of times}: one warm-up each, then every function once per round in a
     shuffled order (``clock``: one of CLOCKS; thread CPU time does not count the waits of a
-    loaded machine)."""
+    loaded machine). With ``burst`` > 1 each turn calls the function ``burst`` times in a row
+    and records their mean: the later calls find their own arrays and code in the caches, as
+    an identification's back-to-back evaluations of one experiment do, where a single call
+    between the other contenders finds what they left."""
     for f in funcs.values():
         f()
     names = list(funcs)
@@ -63,8 +67,9 @@ def shuffled_times(funcs: dict, reps: int, clock=time.perf_counter, seed: int = 
         for k in names:
             f = funcs[k]
             t0 = clock()
-            f()
-            times[k][r] = clock() - t0
+            for _ in range(burst):
+                f()
+            times[k][r] = (clock() - t0) / burst
     return times
 
 
