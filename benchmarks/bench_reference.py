@@ -40,7 +40,7 @@ paper's start values START, data = a1 simulated by symdae at the true (nominal) 
    and cost only) and J + gradient. With --burst K each turn is K calls in a row, timed as
    their mean: each call but the first finds its own arrays and code in the caches (back-to-
    back evaluations of one experiment, as an identification runs them), where a single call
-   finds what the other contenders left (symdae's evaluation touches about 2.5 MB, the C
+   finds what the other contenders left (symdae's J + gradient touches about 2.5 MB, the C
    code's 1.1 MB: its states only, with no outputs, time-term table or dJ/dS arrays).
 3. Ratios against the goals (GOALS): symdae J and J + gradient at most 1.3 times the C code's
    at -O3 and below the numba code's, symdae (J + grad) / J <= 1.3; and where symdae's time

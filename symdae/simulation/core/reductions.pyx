@@ -77,8 +77,8 @@ def least_squares(const double[:] s, const double[:] ref, const double[:] w,
 
 
 cdef enum:
-    LANES = 8       # independent sums of the finiteness test (a chain of one would wait on
-                    # each addition's latency: 4x slower on 10 001 x 4 outputs)
+    LANES = 8       # independent sums of the finiteness test (one chain per row waits on
+                    # each addition's latency: 2-3x slower on 10 001 x 4 outputs)
     CHUNK = 512     # entries summed between two tests (a multiple of LANES)
 
 
