@@ -36,7 +36,8 @@ from ..errors import (InconsistentInitialStateError, InputError, ModelError,
                       SingularMatrixError, UnknownNameError)
 from ..model.kernels import pack_weights, split
 
-__all__ = ["InitialState", "initial_state", "given_start", "init_tangent", "init_adjoint"]
+__all__ = ["InitialState", "initial_state", "given_start", "constant_start", "init_tangent",
+           "init_adjoint"]
 
 
 @dataclass
@@ -227,17 +228,30 @@ def _start_vector(given, from_model, model, what: str) -> tuple[np.ndarray, np.n
     return x, mask
 
 
-def given_start(model, q0, v0) -> tuple | None:
+def given_start(model, q0, v0, model_start=None) -> tuple | None:
     """(q0, which came from the model, v0, likewise) of q0 and v0 given as numbers, validated
     and read-only, for :func:`initial_state` at many parameter values; None when either comes
-    from the model's expressions (in p: worked out at each)."""
+    from the model's expressions in p, t or the inputs (worked out at each run).
+
+    Entries taken from the model's ``initial_state`` expressions count as given when every
+    such expression is a number (a start from rest, the usual case): ``model_start()`` then
+    returns the model's (q0, v0), the backend's ``model_start`` at any p, t0 and u, so that
+    they are the very numbers each run would compute; without it, they are not given."""
+    q_model0 = v_model0 = None
     if any(x is None or isinstance(x, Mapping) for x in (q0, v0)):
-        return None
-    q, q_model = _start_vector(q0, None, model, "q0")
-    v, v_model = _start_vector(v0, None, model, "v0")
+        if model_start is None or not constant_start(model):
+            return None
+        q_model0, v_model0 = model_start()
+    q, q_model = _start_vector(q0, q_model0, model, "q0")
+    v, v_model = _start_vector(v0, v_model0, model, "v0")
     for x in (q, q_model, v, v_model):
         x.setflags(write=False)
     return q, q_model, v, v_model
+
+
+def constant_start(model) -> bool:
+    """Are the model's initial-state expressions all numbers (free of p, t and the inputs)?"""
+    return all(e.is_number for e in model.initial_positions + model.initial_velocities)
 
 
 def initial_state(backend, model, p, t0, u0, q0=None, v0=None, *, tol=1e-9,

@@ -23,10 +23,11 @@ class PreparedRun:
     """A scenario with its time grid ``t``, its inputs on the grid ``U`` (N+1, n_u; read-only:
     the inputs are read when the run is prepared, a later change to the caller's arrays is not
     seen), the sweep grid and ``start``, q0 and v0 validated where the scenario gives them as
-    numbers (:func:`~symdae.simulation.initial.given_start`; None where the model's
-    expressions in the parameters give them). ``fits`` records the memory checks that passed (keyed by what
-    the run keeps): repeated runs reuse the arrays of the first (the backend's pool), so the
-    machine's memory is asked once per kind of run."""
+    numbers or the model's expressions for them are numbers
+    (:func:`~symdae.simulation.initial.given_start`; None where the model's expressions in
+    the parameters, t or the inputs give them). ``fits`` records the memory checks that
+    passed (keyed by what the run keeps): repeated runs reuse the arrays of the first (the
+    backend's pool), so the machine's memory is asked once per kind of run."""
 
     scenario: Scenario
     t: np.ndarray

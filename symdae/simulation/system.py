@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -155,7 +155,9 @@ class System:
         t = sc.times
         U = self.input_array(sc.inputs, t)
         U.setflags(write=False)
-        return PreparedRun(sc, t, U, sc.grid(), given_start(self.model, sc.q0, sc.v0))
+        start = given_start(self.model, sc.q0, sc.v0,
+                            lambda: self.backend.model_start(sc.t0, self.parameter_vector(), U[0]))
+        return PreparedRun(sc, t, U, sc.grid(), start)
 
     def _check_memory(self, sc: Scenario, store_factorizations: bool,
                       keep_time_terms: bool) -> None:
@@ -235,13 +237,16 @@ class System:
         the states (q, v, a, lam), or None for a run that kept its outputs only, the
         parameters (a vector in model order, or {name: value}) and the run's counters."""
         names = self._names
-        if not isinstance(params, Mapping):
+        # a run's own vector first: it skips the abstract Mapping's slower isinstance check
+        if isinstance(params, np.ndarray) or not isinstance(params, Mapping):
             params = dict(zip(names["parameters"], np.asarray(params).tolist()))
+        else:
+            params = dict(params)
         q, v, a, lam = (None,) * 4 if states is None else states
         return Trajectory(
             t=t, q=q, v=v, a=a, lam=lam,
             outputs={name: S[:, j] for j, name in enumerate(names["outputs"])},
-            counters=counters, params=dict(params), scenario=scenario,
+            counters=counters, params=params, scenario=scenario,
             coordinate_names=list(names["coordinates"]),
             multiplier_names=list(names["multipliers"]), wall_time=wall_time, _sweep=sweep)
 

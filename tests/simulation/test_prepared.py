@@ -11,7 +11,7 @@ import pytest
 import symdae
 from symdae import Experiment, LeastSquares
 from symdae.errors import ModelError
-from symdae.simulation.initial import given_start, initial_state
+from symdae.simulation.initial import constant_start, given_start, initial_state
 from symdae.simulation.prepared import PreparedRun
 
 
@@ -137,6 +137,44 @@ def test_given_start(oscillator):
                        given=given_start(model, [1e-3, 0.0], (0.0, 0.2)))
     for a, b in zip((x0.q, x0.v, x0.a, x0.lam), (x1.q, x1.v, x1.a, x1.lam)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_start_from_the_model_s_numbers_is_given_once(oscillator):
+    """q0, v0 the model's initial-state expressions give as numbers (from rest) are worked
+    out when the run is prepared, by the backend's own kernel, and are the very start of a
+    run that asks the model at its parameters; expressions in p are left to each run."""
+    system, ns = oscillator
+    model, backend = system.model, system.backend
+    assert constant_start(model)
+    calls = []
+
+    def model_start():
+        calls.append(1)
+        return backend.model_start(0.0, system.parameter_vector(), [0.3])
+
+    q, q_model, v, v_model = given_start(model, None, None, model_start)
+    assert calls == [1] and q_model.all() and v_model.all()
+    ref = backend.model_start(0.0, system.parameter_vector({"c2": 700.0}), [0.0])
+    np.testing.assert_array_equal(q, ref[0])
+    np.testing.assert_array_equal(v, ref[1])
+    # partly given: the given entries are not the model's
+    q, q_model, v, v_model = given_start(model, [1e-3, 0.0], {"x1": 0.2}, model_start)
+    np.testing.assert_array_equal(v_model, [False, True])
+    assert not q_model.any() and v[0] == 0.2 and calls == [1, 1]
+    # numbers given for both: the model is not asked
+    given_start(model, [1e-3, 0.0], [0.0, 0.0], lambda: pytest.fail("asked the model"))
+    p = system.parameter_vector({"c2": 700.0})
+    prep = system.prepare(ns["SCENARIO"].replace(t_end=0.05))
+    assert prep.start is not None
+    x0 = initial_state(backend, model, p, 0.0, prep.U[0], None, None)
+    x1 = initial_state(backend, model, p, 0.0, prep.U[0], None, None, given=prep.start)
+    for a, b in zip((x0.q, x0.v, x0.a, x0.lam, x0.from_model),
+                    (x1.q, x1.v, x1.a, x1.lam, x1.from_model)):
+        np.testing.assert_array_equal(a, b)
+    # a start in the parameters is worked out at each run
+    pendulum, _ = symdae.load_model("double_pendulum")
+    assert not constant_start(pendulum)
+    assert given_start(pendulum, None, None, lambda: pytest.fail("asked the model")) is None
 
 
 def test_prepare_refuses_a_grid_larger_than_memory(oscillator):

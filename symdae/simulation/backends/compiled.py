@@ -65,16 +65,13 @@ def _restart(A: np.ndarray, L: np.ndarray, row: int, step: int, noise, order) ->
     return Restart(np.concatenate((A[row - k:row], L[row - k:row]), axis=1), noise, order)
 
 
-def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool,
-                 zeros: bool = True) -> np.ndarray:
-    """The array of algorithmic accelerations w beside A (scheme.pxd): A itself for
-    hht-paper, whose w is a; else a new one whose ``row`` holds x0's w (its a when x0 has no
-    w: the start of a run). Works for states (rows, n) and tangents (rows, nd, n). Without
-    ``zeros`` the other rows are left as they come (a sweep that writes every row after
-    ``row`` and reads none before it)."""
+def _algorithmic(A: np.ndarray, grid: Grid, row: int, x0, pool: ArrayPool) -> np.ndarray:
+    """The tangents' array of algorithmic accelerations w beside A (scheme.pxd): A itself
+    for hht-paper, whose w is a; else a new one of zeros whose ``row`` holds x0's w (its a
+    when x0 has no w: the start of a run)."""
     if grid.scheme == "hht-paper":
         return A
-    W = pool.zeros(A.shape) if zeros else pool.empty(A.shape)
+    W = pool.zeros(A.shape)
     w0 = np.asarray(start_w(x0), dtype=float)
     W[row][..., :w0.shape[-1]] = w0
     return W
@@ -212,7 +209,13 @@ class CompiledBackend:
         first = 0 if restart is None else restart.history.shape[0]
         rows = first + N + 1
         pool = self.pool
-        Q, V, A = (pool.empty((rows, sz.n)) for _ in range(3))
+        # q, v, a and the algorithmic w (hht-paper: w is a) as the rows of one pool array:
+        # each a C-contiguous (rows, n) block of it, one request instead of four (a short
+        # run's Python costs as much as its sweep)
+        paper = grid.scheme == "hht-paper"
+        QVAW = pool.empty((3 if paper else 4, rows, sz.n))
+        Q, V, A = QVAW[0], QVAW[1], QVAW[2]
+        W = A if paper else QVAW[3]
         L = pool.empty((rows, sz.m))
         # the outputs kernel writes every row but never its structural zeros (an output that
         # is identically 0, symdae_kernels.h): those columns zeroed
@@ -220,7 +223,8 @@ class CompiledBackend:
         if self.zero_outputs.size:
             S[:, self.zero_outputs] = 0.0
         Q[first], V[first], A[first], L[first] = x0[:4]
-        W = _algorithmic(A, grid, first, x0, pool, zeros=False)
+        if not paper:
+            W[first] = start_w(x0)
         order = np.zeros(2 * nm, dtype=np.intc)
         if restart is None:
             noise = np.zeros(2 * nm + 1)
