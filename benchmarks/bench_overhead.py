@@ -1,15 +1,20 @@
-"""What an evaluation costs beyond its compiled sweeps: the engine mount through the public API.
+"""What an evaluation costs beyond its compiled sweeps, through the public API.
 
     python benchmarks/bench_overhead.py [--quick] [--reps N] [--clock wall|cpu]
 
-``Experiment.evaluate`` (J, and J + adjoint gradient) at the paper's start values on runs of
-100 and 10 000 steps (h = 1e-4), timed in one interleaved run (every contender once per round
-in a shuffled order, medians and minima over the rounds) with:
+``Experiment.evaluate`` (J, and J + adjoint gradient) of the engine mount at the paper's start
+values on runs of 100 and 10 000 steps (h = 1e-4), timed in one interleaved run (every
+contender once per round in a shuffled order, medians and minima over the rounds) with:
 
 * the bare compiled forward sweep of the same run (``backend.forward``, as ``simulate`` calls
   it): what is left of J is the evaluation's fixed cost (initial state, checks, cost, records);
 * the same evaluations with the one-call initial state switched off (``consistent_start``
   returning None: the general path of ``symdae/simulation/initial.py``).
+
+A small model shows the fixed cost where it weighs most: the two-mass oscillator's scenario
+(1 000 steps, an input, the start from the model's expressions), J and J + gradient against
+its compiled forward sweep alone (``hht.forward`` replayed with the arguments the backend
+passed it, on the same arrays: no Python around it) and against ``backend.forward``.
 
 The sweeps' array pool is compared apart, in fresh processes (whether freed arrays come back
 as fresh pages depends on what the process allocated before, and the pool's own arrays change
@@ -75,6 +80,54 @@ def contenders(system, ns) -> dict:
     return out
 
 
+class _Recording:
+    """The compiled core with its forward calls recorded (the arguments of the last)."""
+
+    def __init__(self, module):
+        self.module, self.args = module, None
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+    def forward(self, *args):
+        self.args = args
+        return self.module.forward(*args)
+
+
+def small_contenders() -> dict:
+    """J, J + gradient, backend.forward and the compiled sweep alone on the two-mass
+    oscillator's scenario (the model's own start values, data at its nominal values)."""
+    model, ns = symdae.load_model("two_mass_oscillator")
+    system = symdae.compile_model(model)
+    backend, sc = system.backend, ns["SCENARIO"]
+    outs = list(ns["OUTPUTS"])
+    data = {k: system.simulate(sc).outputs[k].copy() for k in outs}
+    exp = symdae.Experiment(system, LeastSquares(data, outs), sc)
+    params = ns["START"]
+    prep = exp.prepared()
+    rec = backend.hht = _Recording(backend.hht)
+    try:
+        tr = system.run(prep, {**exp.params, **params})
+    finally:
+        backend.hht = rec.module
+    x0, fwd, args = tr._sweep.x0, tr._sweep.forward, rec.args
+    hht = rec.module
+
+    def compiled():
+        # fresh round-off levels and LU orders, as backend.forward makes for a run's start
+        call = list(args)
+        call[22], call[23] = np.zeros_like(args[22]), np.zeros_like(args[23])
+        hht.forward(*call)
+
+    def forward():
+        backend.forward(prep.grid, fwd.p, prep.U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol,
+                        sc.max_iter, False)
+
+    return {"compiled forward sweep": compiled, "backend.forward": forward,
+            "J": lambda: exp.evaluate(params),
+            "J + gradient": lambda: exp.evaluate(params, gradient=True)}
+
+
 _POOL_CHILD = r"""
 import json, resource, sys, time
 import numpy as np
@@ -124,7 +177,10 @@ def main(argv=None) -> int:
     model, ns = symdae.load_model("engine_mount")
     system = symdae.compile_model(model)
     funcs = contenders(system, ns)
-    t = shuffled_times({f"{k[0]}|{k[1]}": f for k, f in funcs.items()}, reps, CLOCKS[args.clock])
+    small = small_contenders()
+    t = shuffled_times({**{f"{k[0]}|{k[1]}": f for k, f in funcs.items()},
+                        **{f"small|{k}": f for k, f in small.items()}}, reps,
+                       CLOCKS[args.clock])
     med = {k: float(np.median(v)) for k, v in t.items()}
     low = {k: float(np.min(v)) for k, v in t.items()}
     print(f"{args.clock} time, {reps} interleaved rounds (median [min]):")
@@ -139,6 +195,15 @@ def main(argv=None) -> int:
         print(f"  J beyond the bare sweep {(J - bare) * 1e6:.1f} us; (J + gradient) / J "
               f"{JG / J:.2f}; with the general initial state J x "
               f"{med[f'{steps}|J, general initial state'] / J:.2f}")
+    sweep = med["small|compiled forward sweep"]
+    print("\ntwo-mass oscillator, 1 000 steps (the model's start values, an input)")
+    for name in small:
+        k = f"small|{name}"
+        print(f"  {name:30s} {med[k] * 1e6:9.1f} us [{low[k] * 1e6:9.1f}]  "
+              f"{med[k] / sweep:5.2f} x the compiled sweep")
+    J, JG = med["small|J"], med["small|J + gradient"]
+    print(f"  J beyond the compiled sweep {(J - sweep) * 1e6:.1f} us "
+          f"({(J - sweep) / J:.0%} of J); (J + gradient) / J {JG / J:.2f}")
     long = LENGTHS[-1]
     pool = pool_children(args.clock)
     print(f"\narray pool ({long} steps, J and J + gradient alternating, 30 rounds in each of "

@@ -117,9 +117,10 @@ def _segments(system, sc: Scenario, p, U, x0, mplan: MemoryPlan, gradient: bool 
     while i0 < mplan.steps:
         length = min(mplan.segment, mplan.steps - i0)
         grid = sc.grid(length, i0)
+        last = i0 + length == mplan.steps
         fwd = system.backend.forward(grid, p, U[i0:i0 + length + 1], state, sc.rtol,
-                                     sc.max_iter, False, restart,
-                                     time_terms=gradient and i0 + length == mplan.steps)
+                                     sc.max_iter, False, restart, time_terms=gradient and last,
+                                     continues=not last)
         if not fwd.report.ok:
             system._raise(fwd.report, sc.grid())
         yield _Checkpoint(i0, state, restart), fwd

@@ -42,7 +42,8 @@ initial_tangent(t0, q0, v0, a0, lam0, p, u0, D, from_model) -> tuple or None
     without massless rows along the parameter directions D (n_p x nd), in one call; None
     where its matrix is singular, or always (the NumPy backend):
     :func:`symdae.simulation.initial.init_tangent` then computes them.
-forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -> ForwardResult
+forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False,
+        continues=False) -> ForwardResult
     Takes the grid (t0, h, N, alpha, the index i0 of its first step: times t0 + (i0 + j) h, and
     the scheme, one of ``SCHEMES``), parameters p (n_p,), inputs U (N+1, n_u), the consistent
     state x0 = (q, v, a, lam[, w]) at step i0 (w: the algorithmic acceleration, a at the start
@@ -56,9 +57,11 @@ forward(grid, p, U, x0, rtol, max_iter, store, restart=None, time_terms=False) -
     and the same values of what they read left behind, and hand it on as kept (``saved``,
     even where neither was asked for); the numbers are the same.
     Returns the states (N+1 rows each), the outputs S (N+1, n_s), a :class:`SweepReport` (status
-    and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and
-    the Restart at its last step. A failed sweep is a report with status other than ``ok``,
-    never an exception: the caller (``System``) names the failure.
+    and :class:`Counters`: steps, Newton iterations, factorisations, refreshes), ``saved`` and,
+    with ``continues`` (a run whose next segment starts where this one ends), the Restart at
+    its last step (None otherwise: it is a copy of two rows, kept past the arrays it came
+    from). A failed sweep is a report with status other than ``ok``, never an exception: the
+    caller (``System``) names the failure.
 tangent(fwd, D, dx0, states=True) -> TangentArrays
     Forward sensitivities along the columns of D (n_p, nd) from the sensitivities at the first
     row, dx0 = (dq, dv, da, dlam[, dw]), each (nd, size) (dw = da at the start of a run): the
@@ -208,7 +211,7 @@ class ForwardResult:
     S: np.ndarray
     report: SweepReport
     saved: object = None     # backend-specific (stored factorisations, time terms), or None
-    restart: Restart | None = None     # continues the run after its last row
+    restart: Restart | None = None     # continues the run after its last row (if asked)
     order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
     w: np.ndarray | None = None        # algorithmic accelerations (hht-paper: a itself)
 

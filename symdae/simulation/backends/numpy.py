@@ -186,7 +186,7 @@ class NumpyBackend:
     # ------------------------------------------------------------------ forward
     def forward(self, grid: Grid, p, U, x0, rtol: float, max_iter: int,
                 store: bool, restart: Restart | None = None,
-                time_terms: bool = False) -> ForwardResult:
+                time_terms: bool = False, continues: bool = False) -> ForwardResult:
         # time_terms: nothing to keep (this backend evaluates the expressions whole)
         sz, c, N = self.sizes, Scheme.of(grid), grid.N
         n, m, nm = sz.n, sz.m, sz.nm
@@ -252,7 +252,7 @@ class NumpyBackend:
             carry[:nm], carry[nm:2 * nm], carry[2 * nm] = noise[0], noise[1], 1.0
         k = min(grid.i0 + N, 2)
         r = first + N
-        end = Restart(np.hstack([A[r - k:r], L[r - k:r]]), carry)
+        end = Restart(np.hstack([A[r - k:r], L[r - k:r]]), carry) if continues else None
         return result(SweepReport("ok", Counters(**counts)), Ks, end)
 
     def _noise(self, t, q, v, a, lam, p, u, c, base, switch: float = 0.0):
