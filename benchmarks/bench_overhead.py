@@ -112,6 +112,10 @@ def small_contenders() -> dict:
         backend.hht = rec.module
     x0, fwd, args = tr._sweep.x0, tr._sweep.forward, rec.args
     hht = rec.module
+    nm = system.sizes.n + system.sizes.m
+    # the round-off levels and LU orders among the core's arguments (hht.pyx's forward)
+    if args[22].shape != (2 * nm + 1,) or args[23].dtype != np.intc:
+        raise RuntimeError("hht.forward's arguments moved: update small_contenders")
 
     def compiled():
         # fresh round-off levels and LU orders, as backend.forward makes for a run's start
