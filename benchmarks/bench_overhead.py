@@ -101,7 +101,8 @@ def small_contenders() -> dict:
     system = symdae.compile_model(model)
     backend, sc = system.backend, ns["SCENARIO"]
     outs = list(ns["OUTPUTS"])
-    data = {k: system.simulate(sc).outputs[k].copy() for k in outs}
+    ref = system.simulate(sc)
+    data = {k: ref.outputs[k].copy() for k in outs}
     exp = symdae.Experiment(system, LeastSquares(data, outs), sc)
     params = ns["START"]
     prep = exp.prepared()

@@ -92,5 +92,4 @@ def test_first_nonfinite_finds_the_first_in_row_order(shape):
             want = divmod(k, shape[1])
             assert reductions.first_nonfinite(S) == want
             assert reductions.first_nonfinite(np.asfortranarray(S)) == want    # strided
-        S.flat[:] = -0.0
-        assert reductions.first_nonfinite(S) is None
+    assert reductions.first_nonfinite(np.full(shape, -0.0)) is None

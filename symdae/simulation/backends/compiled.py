@@ -50,7 +50,7 @@ def _vec(x, k: int, label: str, where: str) -> np.ndarray:
     """x as a contiguous float64 vector of length k (one zero when k = 0: no empty buffers)."""
     if (type(x) is np.ndarray and x.dtype is _FLOAT64 and x.shape == (k,) and k > 0
             and x.flags.c_contiguous):
-        return x        # the usual case (a run's own vectors), in a third of the time
+        return x        # the usual case (a run's own vectors), in half the time
     vec = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
     if vec.shape[0] != k:
         raise InputError(f"{where}: {label} has {vec.shape[0]} entries, expected {k}")
