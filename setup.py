@@ -9,9 +9,9 @@ from setuptools import Extension, find_packages, setup
 
 CORE = "symdae/simulation/core"
 # -fvect-cost-model=cheap: GCC's -O3 default ("dynamic") vectorizes the core's short loops over
-# n or n + m behind run-time alias checks between the work arrays, which cost more than the
-# loop for the small models (engine mount: 9 % of J); the cheap model keeps the vector loops
-# of the large ones (four-cylinder TVD unchanged). Measured with benchmarks/bench_reference.py.
+# n or n + m behind run-time alias checks between the work arrays, and for small models the
+# checks cost more than the loop saves; the cheap model still vectorizes the loops of the
+# large ones (measured with benchmarks/bench_reference.py).
 # -fopenmp-simd: honours the `omp simd` pragmas of vector_ops.h (no OpenMP runtime), which let
 # the Newton loop's max-norms run in vector lanes (see there).
 FLAGS = ["-O3", "-fvect-cost-model=cheap", "-fopenmp-simd", "-g0"]
@@ -24,7 +24,7 @@ DIRECTIVES = {"language_level": 3, "boundscheck": False, "wraparound": False,
 extensions = [
     Extension("symdae.simulation.core.hht", [f"{CORE}/hht.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
-    # the reverse-over-tangent sweep of optimal input design (design.pxd)
+    # the reverse-over-tangent sweep of optimal input design (its recursion: the header comment)
     Extension("symdae.simulation.core.design_sweep", [f"{CORE}/design_sweep.pyx"], include_dirs=[CORE],
               extra_compile_args=FLAGS),
     # sums that reproduce NumPy's bit for bit: no product fused into an addition

@@ -1,7 +1,7 @@
 """Optimal input design: the cost of the Fisher information and of the exact design gradient
 against one forward sweep, the paper's two designs, and the full Monte Carlo table.
 
-1. Cost of F for 4 parameters relative to one forward simulation (issue 10's goal: <= 2x):
+1. Cost of F for 4 parameters relative to one forward simulation (goal: <= 2x):
    simulate with factorisations + tangent sweep (4 directions) + F, interleaved with a plain
    simulation. Two-mass oscillator (c1, c2, d1, d2; 1000 steps) and cart pendulum (sp, dp, Jp,
    dc; 2000 steps).
@@ -31,13 +31,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved_times as interleaved, machine_line  # noqa: E402
-
 import symdae  # noqa: E402
+from _common import interleaved_times as interleaved, machine_line  # noqa: E402
+from symdae.design.gradients import tangent_arrays  # noqa: E402
 from symdae.design.problem import DesignProblem  # noqa: E402
 from symdae.design.study import compare_monte_carlo, model_design, study_inputs  # noqa: E402
 from symdae.identification.fisher import fisher_information, output_sensitivities  # noqa: E402
-from symdae.design.gradients import tangent_arrays  # noqa: E402
 from symdae.simulation.backends.design import design_adjoint  # noqa: E402
 
 FOUR = {"two_mass_oscillator": ["c1", "c2", "d1", "d2"],
@@ -95,8 +94,8 @@ def bench_gradient(reps: int) -> None:
             # the sweeps alone, on the backend (no Python around them)
             traj = prob.simulate(U, store_factorizations=True)
             tg = symdae.tangent(system, traj, four[:nb])
-            fwd = traj._sweep.forward
-            grid, x0 = fwd.grid, traj._sweep.x0
+            fwd = traj.sweep.forward
+            grid, x0 = fwd.grid, traj.sweep.x0
             be = system.backend
             dS = np.ones((grid.N + 1, system.sizes.n_s, nb)) * 1e-3
             arrays = tangent_arrays(tg)

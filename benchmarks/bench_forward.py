@@ -35,9 +35,9 @@ import tempfile
 import time
 
 import numpy as np
-from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
+from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 from symdae.simulation.backends.base import DEFAULT_SCHEME, scheme_code
 from symdae.simulation.core import hht
 from symdae.simulation.initial import initial_state

@@ -23,9 +23,12 @@ import argparse
 import time
 
 import numpy as np
-from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
+from _common import (  # benchmarks/_common.py (the script folder is on sys.path)
+    interleaved,
+    machine_line,
+)
 from symdae import Experiment, FourierCost, LeastSquares, Measurement, Window, identify
 from symdae.costs.fourier import Line
 from symdae.simulation.sensitivity import adjoint_gradient
@@ -61,7 +64,7 @@ def cost_overhead(system, ns, reps: int) -> None:
         cost.fourier_map(traj.t)
         build = time.perf_counter() - t0
         r = interleaved({"forward": lambda: system.simulate(sc, params=params),
-                         "cost": lambda: cost.evaluate(system, traj)}, reps)
+                         "cost": lambda cost=cost: cost.evaluate(system, traj)}, reps)
         print(f"   {name:22s} forward {fmt(r['forward'])}   cost {fmt(r['cost'])}   "
               f"cost/forward {r['cost'][0] / r['forward'][0]:.3f} "
               f"(min/min {r['cost'][1] / r['forward'][1]:.3f})   map build (once per grid) "

@@ -6,7 +6,7 @@ the Monte Carlo check of the statistics (serial, threads, a Dask LocalCluster).
    (trust-region Gauss-Newton, exact tangent Jacobian) and ``L-BFGS-B`` (adjoint gradient),
    interleaved; iterations, simulations, gradient sweeps, wall time, accuracy.
 2. Fisher information for the 4 parameters (simulate + tangent sweep, refactorising from
-   the states, + F) against one forward simulation, interleaved (issue 10's goal: <= 2x).
+   the states, + F) against one forward simulation, interleaved (goal: <= 2x).
 3. Monte Carlo (input-design spec sections 6.4 and 7.3): two-mass oscillator, inputs F0 and
    the comparison sine, sigma 1e-6 and 1e-4 m on x2, identify c2 from 1000 N/m; cart
    pendulum, F0 and the sine, sigma 0.01 rad on phi, identify (sp, dp) from (0.2, 0.005).
@@ -31,9 +31,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_line  # noqa: E402
-
 import symdae  # noqa: E402
+from _common import machine_line  # noqa: E402
 from symdae import Experiment, LeastSquares, Measurement, identify, monte_carlo  # noqa: E402
 from symdae.identification.fisher import fisher_information, output_sensitivities  # noqa: E402
 
@@ -184,7 +183,7 @@ def bench_parallel(runs: int, reps: int) -> None:
     except ImportError:
         print("dask.distributed is not installed (pip install '.[parallel]'): skipped")
     try:
-        for label, make in executors.items():              # warm-up: imports in the workers
+        for make in executors.values():                    # warm-up: imports in the workers
             ex = make()
             monte_carlo(factory, *args[:3], 4, truth={"c2": 1100.0}, executor=ex)
             if isinstance(ex, ThreadPoolExecutor):

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from _common import cpu_model  # benchmarks/_common.py (the script folder is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -252,7 +253,7 @@ def measure(mod, N: int, shipped: int, repeats: int, target: float, rng) -> dict
         lus = np.empty_like(pool)
         pivs = np.zeros((P, N), dtype=np.intc)
         getattr(mod, f"prepare_{prep}")(pool, lus, pivs)
-        solv[role] = (lambda f, lus, pivs: lambda reps: f(lus, pivs, rhs, bw, reps))(
+        solv[role] = (lambda f, lu, piv: lambda reps: f(lu, piv, rhs, bw, reps))(
             getattr(mod, f"solve_{path}"), lus, pivs)
     reps_f = calibrate(fact["own"], target)
     reps_s = calibrate(solv["own"], target)

@@ -23,11 +23,19 @@ import time
 from pathlib import Path
 
 import sympy as sp
-from _common import machine_line
-from sympy.physics.mechanics import (PinJoint, Point, PrismaticJoint, ReferenceFrame, RigidBody,
-                                     System, dynamicsymbols, inertia)
+from sympy.physics.mechanics import (
+    PinJoint,
+    Point,
+    PrismaticJoint,
+    ReferenceFrame,
+    RigidBody,
+    System,
+    dynamicsymbols,
+    inertia,
+)
 
 import symdae
+from _common import machine_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 import four_bar_joints as fb  # noqa: E402  (the bundled model file)

@@ -98,7 +98,7 @@ def bench_simulate(points: int, folder: Path):
         _, _, system, sc = lengthened(name, points)
         estimate = simulate_estimate(system.sizes, sc, plot=True).total
 
-        def run():
+        def run(system=system, sc=sc, name=name):
             traj = system.simulate(sc)
             traj.to_csv(folder / f"{name}.csv")
             plot_outputs(traj, folder / f"{name}.png")
@@ -120,8 +120,9 @@ def bench_identify(points: int, folder: Path):
         start = start_values(model, free)
         for method, label in (("least_squares", "identify GN"), ("L-BFGS-B", "identify L-BFGS-B")):
             estimate = identification_estimate(exp, len(free), method).total
-            yield label, name, estimate, traced(lambda: symdae.identify(
-                exp, free, start, method=method, max_iterations=2, progress=False))
+            yield label, name, estimate, traced(
+                lambda exp=exp, free=free, start=start, method=method: symdae.identify(
+                    exp, free, start, method=method, max_iterations=2, progress=False))
 
 
 def bench_identify_cli(points: int, folder: Path):
@@ -142,7 +143,7 @@ def bench_identify_cli(points: int, folder: Path):
                 "--out-dir", str(folder / name)]
         with contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()):
-            peak = traced(lambda: symdae_main(argv))
+            peak = traced(lambda argv=argv: symdae_main(argv))
         yield "symdae identify", name, estimate, peak
 
 
@@ -154,9 +155,10 @@ def bench_monte_carlo(points: int, folder: Path):
         truth = dict(zip(model.parameter_names, model.nominal_values))
         noise = {o: 1e-3 * float(np.std(data.values[o])) for o in outputs}
         estimate = monte_carlo_estimate([exp], len(free), "least_squares", 1).total
-        yield "monte carlo", name, estimate, traced(lambda: symdae.monte_carlo(
-            [exp], free, start, noise, 2, truth={k: truth[k] for k in free},
-            max_iterations=2))
+        yield "monte carlo", name, estimate, traced(
+            lambda exp=exp, free=free, start=start, noise=noise, truth=truth: symdae.monte_carlo(
+                [exp], free, start, noise, 2, truth={k: truth[k] for k in free},
+                max_iterations=2))
 
 
 def bench_design(points: int, folder: Path):
@@ -165,9 +167,10 @@ def bench_design(points: int, folder: Path):
         d = ns["DESIGN"]
         estimate = design_estimate(system, sc, ns["FREE"], len(d["inputs"]),
                                    len(ns["OUTPUTS"])).total
-        yield "design", name, estimate, traced(lambda: symdae.design_input(
-            system, sc, ns["FREE"], ns["OUTPUTS"], inputs=d["inputs"],
-            start_input=d.get("start_input"), max_iterations=2, progress=False))
+        yield "design", name, estimate, traced(
+            lambda system=system, sc=sc, ns=ns, d=d: symdae.design_input(
+                system, sc, ns["FREE"], ns["OUTPUTS"], inputs=d["inputs"],
+                start_input=d.get("start_input"), max_iterations=2, progress=False))
 
 
 def fit(label: str, name: str, model, system, sc, cost, free, method: str):

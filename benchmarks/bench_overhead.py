@@ -33,9 +33,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CLOCKS, machine_line, shuffled_times, timing_parser  # noqa: E402
-
 import symdae  # noqa: E402
+from _common import CLOCKS, machine_line, shuffled_times, timing_parser  # noqa: E402
 from symdae.costs.time_domain import LeastSquares  # noqa: E402
 
 LENGTHS = (100, 10_000)
@@ -61,7 +60,7 @@ def contenders(system, ns) -> dict:
         data = system.simulate(sc).outputs["a1"].copy()
         exp = symdae.Experiment(system, LeastSquares({"a1": data}, ["a1"]), sc)
         tr = system.simulate(sc, params=ns["START"])
-        x0, fwd = tr._sweep.x0, tr._sweep.forward      # internals: the bare sweep's inputs
+        x0, fwd = tr.sweep.x0, tr.sweep.forward      # internals: the bare sweep's inputs
         grid, U = sc.grid(), fwd.U
 
         def J(exp=exp):
@@ -111,7 +110,7 @@ def small_contenders() -> dict:
         tr = system.run(prep, {**exp.params, **params})
     finally:
         backend.hht = rec.module
-    x0, fwd, args = tr._sweep.x0, tr._sweep.forward, rec.args
+    x0, fwd, args = tr.sweep.x0, tr.sweep.forward, rec.args
     hht = rec.module
     nm = system.sizes.n + system.sizes.m
     # the round-off levels and LU orders among the core's arguments (hht.pyx's forward)

@@ -17,9 +17,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
-from _common import machine_line
 
 import symdae
+from _common import machine_line
 from symdae import Experiment, LeastSquares, Measurement, evaluate_many, identify
 
 

@@ -21,9 +21,12 @@ import tempfile
 import time
 
 import numpy as np
-from _common import interleaved, machine_line  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
+from _common import (  # benchmarks/_common.py (the script folder is on sys.path)
+    interleaved,
+    machine_line,
+)
 from symdae import Measurement, PODCost
 from symdae.costs.time_domain import LeastSquares
 

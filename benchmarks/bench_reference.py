@@ -3,7 +3,7 @@
     python benchmarks/bench_reference.py [--quick] [--reps N] [--clock wall|cpu] [--no-breakdown]
                                          [--burst K]
 
-The reference (benchmarks/reference/engine_mount.c) is the speed-of-light proxy of issue 7: the
+The reference (benchmarks/reference/engine_mount.c) is the speed-of-light proxy: the
 same discrete HHT equations, predictor, Newton policy and stopping test as symdae's core, the
 same cost (least squares on a1, left rule) and its discrete adjoint, written by hand for this
 one model (closed-form elimination of the symmetric 5 x 5 Newton matrix, two of whose entries
@@ -59,9 +59,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from _common import (CLOCKS, machine_line, timing_parser, with_core_lu,  # benchmarks/ is on sys.path
-                     with_generic_step, without_time_tables)
-from _common import shuffled_times as interleaved
+
+from _common import (  # benchmarks/ is on sys.path
+    CLOCKS,
+    machine_line,
+    shuffled_times as interleaved,
+    timing_parser,
+    with_core_lu,
+    with_generic_step,
+    without_time_tables,
+)
 from reference.engine_mount import (
     FD_STEPS,
     FLAGS_O2,
@@ -202,8 +209,8 @@ def internal_contenders(su: Setup) -> dict:
     sz = system.sizes
     n, m, nm, N = sz.n, sz.m, sz.nm, sc.n_steps
     tr = system.simulate(sc, params=su.start, store_factorizations=True)
-    fwd = tr._sweep.forward
-    x0 = tr._sweep.x0
+    fwd = tr.sweep.forward
+    x0 = tr.sweep.x0
     p, U = fwd.p, fwd.U
     _, dS = cost.evaluate(system, tr)
     grid = sc.grid()
@@ -233,7 +240,7 @@ def internal_contenders(su: Setup) -> dict:
         backend.forward(grid, p, U, (x0.q, x0.v, x0.a, x0.lam), sc.rtol, sc.max_iter, store)
 
     experiment = symdae.Experiment(system, cost, sc)
-    kept = system.simulate(sc, params=su.start, keep_time_terms=True)._sweep.forward
+    kept = system.simulate(sc, params=su.start, keep_time_terms=True).sweep.forward
 
     def sym_J():
         return experiment.evaluate(su.start).cost

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import machine_line
 
 import symdae
+from _common import machine_line
 from symdae import LeastSquares, Scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
@@ -63,12 +63,12 @@ def main() -> None:
                            fwd=[], jg=[], setup=[], counters=data.counters)
         moved = {"l": 0.31}
         for _ in range(args.reps):
-            for N, r in rows.items():
+            for r in rows.values():
                 s, c = r["system"], r["cost"]
-                r["setup"].append(cpu(lambda: s.simulate(short, params=moved)))
-                r["fwd"].append(cpu(lambda: s.simulate(long, params=moved)))
+                r["setup"].append(cpu(lambda s=s: s.simulate(short, params=moved)))
+                r["fwd"].append(cpu(lambda s=s: s.simulate(long, params=moved)))
 
-                def jg():
+                def jg(s=s, c=c):
                     tr = s.simulate(long, params=moved)
                     symdae.adjoint_gradient(s, tr, c.evaluate(s, tr)[1])
                 r["jg"].append(cpu(jg))

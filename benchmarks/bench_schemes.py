@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved, machine_line  # noqa: E402
-
 import symdae  # noqa: E402
+from _common import interleaved, machine_line  # noqa: E402
 from symdae import Experiment, LeastSquares, Measurement, Scenario  # noqa: E402
 
 SCHEMES = ("hht-paper", "hht-ga")

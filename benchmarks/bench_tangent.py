@@ -14,7 +14,7 @@ same rounds:
   and only the output sensitivities kept (``states=False``, "outputs only", what the Fisher
   information and the Gauss-Newton Jacobian use; skipped where the installed symdae lacks it);
 * Fisher information of the four free parameters (simulate + output sensitivities of a1 +
-  F), the cost the issue's goal bounds by 1 + 0.25 k = 2 forward sweeps; and again with the
+  F), the cost the goal bounds by 1 + 0.25 k = 2 forward sweeps; and again with the
   forward sweep keeping its time terms (``keep_time_terms=True``, what the Gauss-Newton
   Jacobian's forward sweep does), which the tangent sweep then reads;
 * "outputs only k=4, lists" and "Fisher, time terms kept, lists": the same with the tangent
@@ -34,10 +34,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (CLOCKS, machine_line, shuffled_times, timing_parser,  # noqa: E402
-                     with_generic_step)
-
 import symdae  # noqa: E402
+from _common import CLOCKS, machine_line, shuffled_times, timing_parser, with_generic_step  # noqa: E402
 from symdae.identification.fisher import fisher_information, output_sensitivities  # noqa: E402
 from symdae.simulation.sensitivity import tangent  # noqa: E402
 

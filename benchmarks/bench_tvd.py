@@ -33,9 +33,13 @@ import tempfile
 import time
 
 import numpy as np
-from _common import interleaved_times as interleaved, machine_line, with_core_lu  # benchmarks/_common.py (the script folder is on sys.path)
 
 import symdae
+from _common import (  # benchmarks/_common.py (the script folder is on sys.path)
+    interleaved_times as interleaved,
+    machine_line,
+    with_core_lu,
+)
 from symdae import Measurement, adjoint_gradient
 from symdae.costs.orders import OrderAnalysis, OrderCost, RunUp
 

@@ -61,8 +61,8 @@ CHILD = textwrap.dedent('''
     trk = s.simulate(sc, params=ns["START"], keep_time_terms=True)
     _, dS = cost.evaluate(s, tr)
     backend = s.backend
-    hht, k, sw, N = backend.hht, backend.kernels, tr._sweep.forward, sc.n_steps
-    x0 = tr._sweep.x0
+    hht, k, sw, N = backend.hht, backend.kernels, tr.sweep.forward, sc.n_steps
+    x0 = tr.sweep.x0
     n, m, nm = k.n, k.m, k.n + k.m
     Q, V, A = (np.empty((N + 1, n)) for _ in range(3))
     L, S = np.empty((N + 1, m)), np.zeros((N + 1, k.n_s))
@@ -105,10 +105,10 @@ CHILD = textwrap.dedent('''
         elif mode == "forward_store_table":
             forward(True, True)
         elif mode == "adjoint":
-            backend.adjoint(tr._sweep.forward, dS)
+            backend.adjoint(tr.sweep.forward, dS)
         elif mode == "adjoint_refactor":
             # a gradient run's: no stored factorisations, each state's K factorised again
-            backend.adjoint(trk._sweep.forward, dS)
+            backend.adjoint(trk.sweep.forward, dS)
         elif mode == "tangent":
             tangent(s, trk, list(ns["FREE"]), states=False)
         elif mode == "ref_J":

@@ -34,11 +34,16 @@ import numpy as np
 
 import symdae
 from symdae import Experiment, Measurement, PODCost, natural_modes, pod
-from symdae.costs.time_domain import LeastSquares
 from symdae.analysis.pod import PODWarning, mac
+from symdae.costs.time_domain import LeastSquares
 from symdae.identification.gridsearch import refine, scan
-from symdae.plots.pod import (plot_pod_coefficients, plot_pod_modes, plot_pod_ratios,
-                             plot_pod_spectra, plot_scan)
+from symdae.plots.pod import (
+    plot_pod_coefficients,
+    plot_pod_modes,
+    plot_pod_ratios,
+    plot_pod_spectra,
+    plot_scan,
+)
 
 TRUE_EI = 500.0
 PAPER = {1: (9.96e-1, "–"), 2: (2.05e-3, "–"), 3: (1.77e-3, "502"), 4: (3.81e-4, "500"),

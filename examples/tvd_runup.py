@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 import symdae
+from symdae.cli.orders import order_identification, order_problem
 from symdae.costs.orders import OrderAnalysis, RunUp
 from symdae.plots.orders import plot_order_curve
-from symdae.cli.orders import order_identification, order_problem
 
 
 def physics(system, ns, scenario, params, band, step, data, out: Path) -> dict:

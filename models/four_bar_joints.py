@@ -22,9 +22,19 @@ in closed form (the coupler above the line A-D), their speeds from the velocity 
 System itself (the tests integrate SymPy's own KanesMethod equations of it for reference).
 """
 import sympy as sp
-from sympy.physics.mechanics import (LinearDamper, LinearPathway, LinearSpring, PinJoint, Point,
-                                     ReferenceFrame, RigidBody, System, TorqueActuator,
-                                     dynamicsymbols, inertia)
+from sympy.physics.mechanics import (
+    LinearDamper,
+    LinearPathway,
+    LinearSpring,
+    PinJoint,
+    Point,
+    ReferenceFrame,
+    RigidBody,
+    System,
+    TorqueActuator,
+    dynamicsymbols,
+    inertia,
+)
 
 import symdae
 

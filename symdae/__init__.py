@@ -3,7 +3,8 @@ tangent-linear and discrete-adjoint sweeps -> parameter identification and input
 
 The public API, grouped by stage (each subpackage's docstring says what it holds and what it
 may import). Names load on first use (PEP 562), so ``import symdae`` costs only what a user
-touches: a simulation never imports SciPy's signal processing or matplotlib.
+touches: a simulation or a time-domain identification never imports SciPy's signal
+processing or matplotlib.
 """
 from __future__ import annotations
 
@@ -59,10 +60,12 @@ _export("symdae.costs.frequency", "FourierCost")
 _export("symdae.costs.orders", "RunUp", "OrderAnalysis", "OrderCost", "OrderCurves")
 _export("symdae.costs.order_tracking", "SpeedTrace", "AngleWindow")
 _export("symdae.costs.pod", "PODCost")
-# identification: experiments, optimisers, grid search, statistics, Monte Carlo
+# identification: experiments, optimisers, multiple shooting, grid search, statistics, Monte Carlo
 _export("symdae.identification.experiment", "Experiment", "Evaluation", "evaluate_many")
 _export("symdae.identification.identify", "identify", "choose_method", "IdentificationResult",
         "identification_estimate")
+_export("symdae.identification.shooting", "MultipleShooting", "ShootingReport")
+_export("symdae.identification.verdict", "fit_verdict", "FitVerdict", "OutputVerdict")
 _export("symdae.identification.gridsearch", "scan", "refine", "scan_refine", "ScanResult")
 _export("symdae.identification.fisher", "output_sensitivities", "OutputSensitivities",
         "fisher_information", "FisherInformation", "ParameterStatistics")
@@ -78,7 +81,7 @@ _export("symdae.design.gradients", "design_gradient", "input_gradient")
 _export("symdae.design.study", "model_design", "study_inputs", "rms_error_scan",
         "compare_monte_carlo")
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__"] + list(_API)
 
 
 def __getattr__(name: str):

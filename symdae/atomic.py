@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 import os
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Sequence
+from typing import IO
 
 import numpy as np
 

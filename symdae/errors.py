@@ -112,7 +112,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(message)
 
     @classmethod
-    def at(cls, time: float, t_end: float, sweep: str) -> "Interrupted":
+    def at(cls, time: float, t_end: float, sweep: str) -> Interrupted:
         """The interruption of a ``sweep`` at ``time`` of a run to ``t_end``."""
         return cls(f"interrupted at t = {time:.6g} of {t_end:.6g} s ({sweep} sweep)",
                    time=time, t_end=t_end)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["report"]
 

@@ -30,10 +30,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait as wait_for
 from contextlib import contextmanager
-from typing import Iterable, Iterator
 
 __all__ = ["one_blas_thread", "stop_requested", "pool", "gather"]
 

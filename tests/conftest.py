@@ -1,5 +1,8 @@
 """Test-session setup: models compile into a temporary cache, never into the user's cache
-(set SYMDAE_CACHE_DIR yourself to reuse a cache between runs)."""
+(set SYMDAE_CACHE_DIR yourself to reuse a cache between runs). The cache folder is made once,
+before pytest-xdist starts its workers, which inherit it: a model is compiled once per run
+(the build's file lock makes a second worker wait for the first), and ``bundled`` loads each
+bundled model and its System once per worker."""
 from __future__ import annotations
 
 import os
@@ -29,6 +32,25 @@ def pytest_unconfigure(config):
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop("SYMDAE_CACHE_DIR", None)
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    """``bundled(name)`` -> ``(system, ns)``: a bundled model compiled (the compiled backend)
+    and its file's namespace (``ns["model"]``, ``SCENARIO``, ``START``, ...), made once per
+    test process and shared by every case that asks for the same model. Cases that change a
+    System (its backend, its pools) build their own."""
+    import symdae
+
+    made: dict = {}
+
+    def get(name: str):
+        if name not in made:
+            model, ns = symdae.load_model(name)
+            made[name] = (symdae.compile_model(model, backend="compiled"), ns)
+        return made[name]
+
+    return get
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -10,9 +10,16 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.errors import (InconsistentInitialStateError, InputError, ModelError, NewtonError,
-                           SimulationError, SingularMatrixError, SymdaeError,
-                           UndeclaredSymbolError)
+from symdae.errors import (
+    InconsistentInitialStateError,
+    InputError,
+    ModelError,
+    NewtonError,
+    SimulationError,
+    SingularMatrixError,
+    SymdaeError,
+    UndeclaredSymbolError,
+)
 
 t = dynamicsymbols._t
 

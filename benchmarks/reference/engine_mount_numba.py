@@ -21,8 +21,13 @@ import numba
 import numpy as np
 
 if __package__:
-    from .engine_mount import (PARAMETER_NAMES, STATUS, ForwardResult, ReferenceError,
-                               ReferenceSweeps)
+    from .engine_mount import (
+        PARAMETER_NAMES,
+        STATUS,
+        ForwardResult,
+        ReferenceError,
+        ReferenceSweeps,
+    )
 else:
     # loaded by path (tests/simulation/): load the sibling the same way, once
     import importlib.util

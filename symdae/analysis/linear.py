@@ -7,8 +7,8 @@ POD modal coordinates with the structure's natural frequencies.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import scipy.linalg

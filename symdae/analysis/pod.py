@@ -13,12 +13,11 @@ entry of largest magnitude is positive (the first such entry on an exact tie).
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 import scipy.linalg
-import scipy.signal
 
 from ..data.measurement import Measurement
 from ..errors import DataError, InputError
@@ -53,9 +52,11 @@ class ModeSpectrum:
 
     def peaks(self, count: int = 3, fmin: float = 0.0) -> np.ndarray:
         """Frequencies of the ``count`` highest local maxima above ``fmin`` Hz, highest first."""
+        from scipy.signal import find_peaks  # here: a POD cost or fit does not need it
+
         keep = self.frequency >= fmin
         f, x = self.frequency[keep], self.amplitude[keep]
-        idx, _ = scipy.signal.find_peaks(x)
+        idx, _ = find_peaks(x)
         if idx.size == 0:
             idx = np.array([int(np.argmax(x))])
         idx = idx[np.argsort(x[idx])[::-1][:count]]
@@ -123,9 +124,11 @@ class PODResult:
             raise DataError(f"spectrum of POD mode {i}: the sample times are not uniform")
         if isinstance(pad, bool) or not isinstance(pad, numbers.Integral) or pad < 1:
             raise InputError(f"spectrum: pad must be a whole number >= 1, got {pad!r}")
+        from scipy.signal.windows import get_window  # here: a POD cost does not need it
+
         x = self.coefficients[:, j]
         try:
-            w = scipy.signal.windows.get_window(window, len(x), fftbins=False)
+            w = get_window(window, len(x), fftbins=False)
         except ValueError as exc:
             raise InputError(f"spectrum of POD mode {i}: unknown window {window!r} ({exc})") \
                 from None
@@ -139,7 +142,7 @@ class PODResult:
 def _index(i, n: int) -> int:
     if isinstance(i, bool) or not isinstance(i, numbers.Integral):
         raise InputError(f"POD mode numbers are whole numbers from 1, got {i!r}")
-    if not 1 <= i <= n:
+    if not 1 <= int(i) <= n:
         raise PODModeError(f"POD mode {i} does not exist: there are {n} modes (one per output), "
                            "numbered from 1")
     return int(i) - 1

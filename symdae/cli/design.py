@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -155,8 +156,10 @@ def _cmd_design(args) -> int:
     design = model_design(model, ns, system=system, **settings)
     print(design.summary())
     csv_path = design.to_csv(out / "input.csv")
-    report = {"design": design.to_dict()}
-    free, outputs = list(design.problem.free), list(design.problem.outputs)
+    report: dict[str, Any] = {"design": design.to_dict()}
+    problem = design.problem
+    assert problem is not None          # design_input keeps its problem
+    free, outputs = list(problem.free), list(problem.outputs)
     nominal = dict(zip(model.parameter_names, model.nominal_values))
     truth = {**nominal, **dict(args.param), **dict(args.truth)}
     truth_free = {k: truth[k] for k in free}
@@ -166,7 +169,7 @@ def _cmd_design(args) -> int:
             raise InputError("--monte-carlo needs --mc-noise [NAME=]SIGMA (the noise of the "
                              "synthetic measurements)")
         noise = noise_from_text(args.mc_noise, outputs)
-        start = {k: design.problem.params.get(k, nominal[k]) for k in free}
+        start = {k: problem.params.get(k, nominal[k]) for k in free}
         with threads_pool(args.threads) as pool:
             mc = compare_monte_carlo(system, scenario, labels, outputs, free, start, noise,
                                      args.monte_carlo, truth=truth_free, executor=pool)
@@ -188,8 +191,9 @@ def _cmd_design(args) -> int:
         written += [plot_design_convergence(design, out / "convergence.png"),
                     plot_design_inputs(design, out / "inputs.png"),
                     plot_design_outputs(design, out / "outputs.png")]
-        if design.problem.end:
-            written.append(plot_end_conditions(design, out / "end_conditions.png"))
+        end_plot = plot_end_conditions(design, out / "end_conditions.png")
+        if end_plot is not None:            # (None: the design has no end conditions)
+            written.append(end_plot)
         points = args.rms_points or (41 if len(free) == 1 else 21)
         if len(free) <= 2:
             grid = {k: truth[k] * np.linspace(0.9, 1.1, points) for k in free}

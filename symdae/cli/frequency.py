@@ -11,20 +11,32 @@ analysis, the time-domain least-squares contrast from the same start, the cost g
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..atomic import write_text
 from ..threads import pool as threads_pool
 from .common import assignment, identify_estimate, load, number_range
+
+if TYPE_CHECKING:       # (imported where used: the command line's --help stays fast)
+    from ..costs.base import Cost
+    from ..costs.fourier import Window
+    from ..data.measurement import Measurement
+    from ..identification.experiment import Experiment
+    from ..model.definition import Model
+    from ..simulation.scenario import Scenario
+    from ..simulation.system import System
 
 __all__ = ["add_frequency_options", "identify_in_frequency_domain", "cost_grid", "CostGrid",
            "grid_axis", "FrequencyProblem"]
@@ -146,22 +158,22 @@ def _display_analysis(window, band, nyquist: float):
 class FrequencyProblem:
     """Everything the frequency-domain command sets up from its arguments."""
 
-    model: object
-    system: object
-    scenario: object
+    model: Model
+    system: System
+    scenario: Scenario
     out: Path
     free: list
     start: dict
     outputs: list
     band: tuple
-    window: object
-    data: object
+    window: Window
+    data: Measurement
     data_info: dict
     truth: dict | None
     fixed: dict
     model_error: dict
     costs: list
-    experiment: object
+    experiment: Experiment
     method: str
 
     @property
@@ -205,8 +217,9 @@ def _problem(args) -> FrequencyProblem:
     window = Window.over_band(span[0], span[1], band[0], band[1], shape=args.window)
     # before the synthetic data: the costs with stand-in amplitudes (what they allocate does
     # not depend on them), and the time-domain contrast
-    stand_in = [sum(FourierCost(o, window, np.ones(len(window.lines)),
-                                quadrature=args.quadrature) for o in outputs)]
+    stand_in: list[Cost] = [functools.reduce(
+        operator.add, (FourierCost(o, window, np.ones(len(window.lines)),
+                                   quadrature=args.quadrature) for o in outputs))]
     if not args.no_contrast:
         stand_in.append(LeastSquares({o: None for o in outputs}, outputs))
     phases = [identify_estimate(system, scenario, stand_in, free, args.method or "BFGS",
@@ -245,7 +258,8 @@ def _problem(args) -> FrequencyProblem:
                                    f"parameters: {model.parameter_names}")
     costs = [FourierCost(o, window, data, kind=args.kind, amplitude_scale="data",
                          quadrature=args.quadrature) for o in outputs]
-    exp = Experiment(system, sum(costs), scenario, params={**fixed, **model_error},
+    exp = Experiment(system, functools.reduce(operator.add, costs), scenario,
+                     params={**fixed, **model_error},
                      name=f"{model.name}-frequency")
     return FrequencyProblem(model, system, scenario, out, free, start, outputs, tuple(band),
                             window, data, data_info, truth, fixed, model_error, costs, exp,

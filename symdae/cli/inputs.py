@@ -44,7 +44,7 @@ def parse_input(text: str) -> InputFile:
 
 
 def _channel(spec: InputFile):
-    from ..data.readers import read_recording      # not at import: --help stays fast
+    from ..data.readers import read_recording  # not at import: --help stays fast
     from ..data.units import ChannelMap
 
     if not spec.path.is_file():

@@ -44,8 +44,9 @@ def interrupted_message(exc: KeyboardInterrupt) -> str:
     best = getattr(exc, "best", None)
     if best:
         text += "; best so far: " + ", ".join(f"{k} = {v:.10g}" for k, v in best.items())
-        if getattr(exc, "best_cost", None) == getattr(exc, "best_cost", 0.0):   # not NaN
-            text += f" (cost {exc.best_cost:.6g})"
+        cost = getattr(exc, "best_cost", None)
+        if cost is not None and cost == cost:         # given, and not NaN
+            text += f" (cost {cost:.6g})"
     return text
 
 

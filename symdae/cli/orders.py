@@ -18,14 +18,23 @@ import json
 import math
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..atomic import write_text
 from .common import identify_estimate, load, number_range
+
+if TYPE_CHECKING:       # (imported where used: the command line's --help stays fast)
+    from ..costs.orders import OrderAnalysis, OrderCost
+    from ..data.measurement import Measurement
+    from ..identification.experiment import Experiment
+    from ..identification.identify import IdentificationResult
+    from ..simulation.scenario import Scenario
+    from ..simulation.system import System
 
 __all__ = ["add_order_options", "identify_orders", "OrderProblem", "OrderStudy",
            "order_problem", "order_identification", "analysis_speeds"]
@@ -90,14 +99,14 @@ def analysis_speeds(runup, step: float, cycles: int = 2, domain: str = "time") -
 class OrderProblem:
     """An order identification set up: the system, scenario, ramp, analysis, data, cost."""
 
-    system: object
-    scenario: object
+    system: System
+    scenario: Scenario
     params: dict            # the identification model's fixed parameters (ramp included)
-    runup: object
-    analysis: object
-    data: object            # a Measurement
-    cost: object
-    experiment: object
+    runup: Any              # a RunUp, or a measured SpeedTrace
+    analysis: OrderAnalysis
+    data: Measurement
+    cost: OrderCost
+    experiment: Experiment
     free: list
     start: dict
     truth: dict | None = None
@@ -109,7 +118,7 @@ class OrderProblem:
 class OrderStudy:
     """What :func:`order_identification` found: the result, order curves, figures, report."""
 
-    result: object
+    result: IdentificationResult
     curves: dict             # {"data" | "start" | "identified": OrderCurves over all orders}
     report: dict
     files: list
@@ -142,7 +151,7 @@ def order_problem(system, scenario, *, free: Sequence[str], start: Mapping, outp
     truth = None
     if data is None:
         true_params = {**params, **dict(data_params or {})}
-        truth = {k: float(true_params.get(k, values[k])) for k in free}
+        truth = {k: float(true_params[k] if k in true_params else values[k]) for k in free}
         data = Measurement.from_trajectory(system.simulate(scenario, params=true_params),
                                            [output])
         info = {"synthetic": True, "true_values": truth, "data_params": dict(data_params or {})}
@@ -176,8 +185,7 @@ def order_identification(pb: OrderProblem, out: Path, *, method: str = "L-BFGS-B
     largest weight)."""
     from ..identification.identify import identify
     from ..plots.base import plot_convergence
-    from ..plots.orders import plot_order_curve, plot_window
-    from ..plots.orders import plot_orders as plot_other
+    from ..plots.orders import plot_order_curve, plot_orders as plot_other, plot_window
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -190,7 +198,7 @@ def order_identification(pb: OrderProblem, out: Path, *, method: str = "L-BFGS-B
     all_orders = sorted(set(an.orders) | set(plot_orders))
     shown, curves = _curves(pb, runs, all_orders, step)
     band = (an.speeds[0], an.speeds[-1])
-    fitted = figure_order if figure_order in an.orders else \
+    fitted = figure_order if figure_order is not None and figure_order in an.orders else \
         an.orders[int(np.argmax(an.weights))]
     # the fitted order on the cost's own speed points: the identified curve against the data
     fit_sim = pb.cost.curves(runs["identified"])

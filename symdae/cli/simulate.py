@@ -7,8 +7,13 @@ from dataclasses import replace
 
 from ..atomic import atomic_open, write_text
 from ..errors import InputError
-from ..simulation.memory import (MemoryEstimate, MemoryLimitError, available_memory, csv_bytes,
-                                 forward_bytes)
+from ..simulation.memory import (
+    MemoryEstimate,
+    MemoryLimitError,
+    available_memory,
+    csv_bytes,
+    forward_bytes,
+)
 from .common import load, scenario_args
 
 __all__ = ["add_parser", "run"]

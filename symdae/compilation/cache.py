@@ -37,8 +37,8 @@ import sys
 import sysconfig
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import platformdirs
 from filelock import FileLock
@@ -128,7 +128,7 @@ def compiler_available() -> bool:
     return shutil.which(compiler_command()[0]) is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler_version(cc: str) -> str:
     # asked once per process and compiler: a warm load must not start a subprocess
     try:
@@ -138,7 +138,7 @@ def _compiler_version(cc: str) -> str:
         return cc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def vector_extension() -> str:
     """The vector instructions this machine's kernels are generated for (emit.VECTOR_WIDTH):
     "avx2" on an x86-64 whose processor has AVX2 (its flags in /proc/cpuinfo), else "base".
@@ -180,7 +180,7 @@ def _tool_versions() -> dict:
     }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def generator_digest() -> str:
     """Hash of the generator's own sources (they do not change while a process runs)."""
     h = hashlib.sha256()

@@ -30,7 +30,7 @@ class Cost:
         allocates beside the trajectory: dJ/dS here; costs that build more say so."""
         return 8 * sizes.n_s, 0
 
-    def __add__(self, other: "Cost") -> "CostSum":
+    def __add__(self, other: Cost) -> CostSum:
         return CostSum([self, other])
 
     def __radd__(self, other):

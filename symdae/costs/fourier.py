@@ -23,8 +23,8 @@ samples inside the window), and dJ/dy = R_c^T dJ/dA + R_s^T dJ/dB is exact.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -173,7 +173,7 @@ class Window:
 
     @classmethod
     def over_band(cls, start: float, end: float, f_lo: float, f_hi: float, *, weights=None,
-                  **kw) -> "Window":
+                  **kw) -> Window:
         """The lines k / (end - start) inside [f_lo, f_hi] Hz, edges included."""
         try:
             lines = band_lines(f_lo, f_hi, float(end) - float(start), weights)
@@ -183,7 +183,7 @@ class Window:
 
     @classmethod
     def at(cls, start: float, end: float, frequencies: Sequence[float], *, weights=None,
-           **kw) -> "Window":
+           **kw) -> Window:
         """Explicit frequencies in Hz."""
         freqs = list(np.atleast_1d(frequencies))
         wts = _weights(weights, len(freqs), f"window [{start:g}, {end:g}] s")
@@ -192,7 +192,7 @@ class Window:
 
     @classmethod
     def harmonics(cls, start: float, end: float, base: float, orders: Sequence[float], *,
-                  weights=None, **kw) -> "Window":
+                  weights=None, **kw) -> Window:
         """Lines at order * base Hz (e.g. engine orders of a speed in rev/s)."""
         base = finite_number(base, "base frequency")
         orders = list(np.atleast_1d(orders))
@@ -283,7 +283,7 @@ class FourierMap:
                         self.labels)
 
 
-def _window_samples(t: np.ndarray, w: "Window", rule: str, tol: float):
+def _window_samples(t: np.ndarray, w: Window, rule: str, tol: float):
     """(first, stop) sample indices of the window and their quadrature weights mu.
 
     left: the samples in [t_l, t_u), mu_i = t_{i+1} - t_i (the next sample may lie beyond t_u:
@@ -360,7 +360,10 @@ def fourier_map(t: np.ndarray, windows: Sequence[Window], quadrature: str = "lef
 
 def analysis_lines(windows: Sequence[Window]) -> Spectrum:
     """The lines of an analysis (frequency, window index, weight, label; coefficients NaN)."""
-    freq, win, wts, labels = [], [], [], []
+    freq: list[float] = []
+    win: list[int] = []
+    wts: list[float] = []
+    labels: list[str] = []
     for k, w in enumerate(windows):
         if not isinstance(w, Window):
             raise InputError(f"window {k} must be a Window, got {type(w).__name__}")

@@ -13,8 +13,8 @@ r = sqrt(P), rho the line weights and bars for the measured spectrum:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

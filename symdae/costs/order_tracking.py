@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.interpolate import CubicSpline, PPoly
@@ -88,7 +89,7 @@ class SpeedTrace:
 
     @classmethod
     def from_pulses(cls, times, pulses_per_rev: int, *, angle0: float = 0.0,
-                    source: str = "tacho pulses") -> "SpeedTrace":
+                    source: str = "tacho pulses") -> SpeedTrace:
         """Pulse times of a tacho with ``pulses_per_rev`` equally spaced pulses: theta =
         angle0 + 2 pi k / pulses_per_rev at pulse k, a cubic spline through them (exact for a
         linear ramp, whose angle is quadratic)."""
@@ -105,7 +106,7 @@ class SpeedTrace:
 
     @classmethod
     def from_tacho(cls, channel: Channel, pulses_per_rev: int, *, threshold=None,
-                   angle0: float = 0.0) -> "SpeedTrace":
+                   angle0: float = 0.0) -> SpeedTrace:
         """A tacho channel (pulse train or sine pickup): its rising crossings of
         ``threshold``, then :meth:`from_pulses`."""
         where = f"{channel.source}, channel {channel.name!r}"
@@ -114,7 +115,7 @@ class SpeedTrace:
 
     @classmethod
     def from_speed(cls, channel: Channel, *, unit: str | None = None,
-                   angle0: float = 0.0) -> "SpeedTrace":
+                   angle0: float = 0.0) -> SpeedTrace:
         """A speed channel (its unit, else ``unit``, else rpm): theta the integral of its
         cubic spline."""
         where = f"{channel.source}, channel {channel.name!r}"
@@ -233,7 +234,7 @@ class AngleWindow(Window):
     theta'(t) L / Theta, so the Fourier map's (2 / L) mu eta is (2 / Theta) mu theta' g_c w(u),
     u = (theta(t) - theta_start) / Theta (see the module)."""
 
-    tracker: object = None
+    tracker: Any = None           # anything with angle(t): a SpeedTrace, a RunUp
     theta_start: float = 0.0
     theta_span: float = 1.0
 

@@ -23,15 +23,14 @@ orthogonal during a ramp, and a measured speed (tacho or speed channel) can repl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..data.measurement import Measurement
 from ..errors import DataError, InputError
-from .fourier import Line, Spectrum, Window, analysis_lines, fourier_map
-from .fourier import finite_number as _number
+from .fourier import Line, Spectrum, Window, analysis_lines, finite_number as _number, fourier_map
 from .frequency import FourierCost
 from .order_tracking import DOMAINS, angle_window, angle_window_fits
 
@@ -61,7 +60,7 @@ class RunUp:
                              "positive and different")
 
     @classmethod
-    def of(cls, params: Mapping, names: Sequence[str] = ("n0", "n1", "t0", "t1")) -> "RunUp":
+    def of(cls, params: Mapping, names: Sequence[str] = ("n0", "n1", "t0", "t1")) -> RunUp:
         """The ramp from a model's parameter values (``{name: value}``)."""
         missing = [k for k in names if k not in params]
         if missing:
@@ -214,7 +213,7 @@ class OrderAnalysis:
 
     @classmethod
     def over_band(cls, runup: RunUp, band_rpm: tuple, step_rpm: float, orders, **kw) \
-            -> "OrderAnalysis":
+            -> OrderAnalysis:
         """Speed points every ``step_rpm`` in ``band_rpm`` = (lo, hi), both edges included."""
         lo, hi = (_number(x, "band edge") for x in band_rpm)
         step = _number(step_rpm, "speed step")
@@ -251,9 +250,11 @@ class OrderAnalysis:
         if y.shape != t.shape:
             raise DataError(f"{what}: {y.size} samples for {t.size} times")
         spec = fourier_map(t, self.windows(), quadrature, what).spectrum(y)
-        return self._reshape(spec)
+        return self.curves_from_spectrum(spec)
 
-    def _reshape(self, spec: Spectrum) -> OrderCurves:
+    def curves_from_spectrum(self, spec: Spectrum) -> OrderCurves:
+        """The order curves of a spectrum over this analysis' :meth:`windows` (its lines
+        speed by speed, the orders within each speed, as :meth:`windows` lists them)."""
         shape = (self.n_speeds, len(self.orders))
         return OrderCurves(np.array(self.speeds), self.orders,
                            spec.amplitude.reshape(shape).T.copy(), spec.A.reshape(shape).T.copy(),
@@ -306,10 +307,10 @@ class OrderCost(FourierCost):
 
     def curves(self, traj) -> OrderCurves:
         """The simulated order curves of ``traj``."""
-        return self.analysis._reshape(self.spectrum(traj))
+        return self.analysis.curves_from_spectrum(self.spectrum(traj))
 
     @property
     def measured_curves(self) -> OrderCurves:
         """The data's order amplitudes as :class:`OrderCurves` (orders x speeds)."""
-        return self.analysis._reshape(self.measured)
+        return self.analysis.curves_from_spectrum(self.measured)
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -173,7 +173,7 @@ class PODCost(Cost):
         self.basis, self.match, self.quadrature = basis, match, quadrature
         self.center, self.align, self.method = bool(center), align, method
         self.normalise = bool(normalise)
-        self._cache = None
+        self._cache: tuple | None = None
         self.last: PODCostRecord | None = None
 
     # ------------------------------------------------------------------ data side

@@ -2,7 +2,7 @@
 of outputs."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class LeastSquares(Cost):
                 ref = np.array(self.data[signal], dtype=float)
                 ref.setflags(write=False)
                 self.data[signal] = ref
-        self._compared = {}     # output -> (grid, its key, samples, weights): compared()
+        self._compared: dict = {}     # output -> (grid, its key, samples, weights): compared()
 
     def reference(self, t_grid: np.ndarray, output: str) -> GridSamples:
         """The data samples of one fitted output and where they lie on the grid ``t_grid``."""

@@ -35,9 +35,9 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
 # scipy.interpolate, .optimize and .signal are imported where they are used: they take about
 # 0.5 s to import, and the command line reads METHODS to build its parsers (--help)
-
 from ..errors import DataError, InputError
 from .measurement import Measurement
 from .readers import Channel, Recording
@@ -310,7 +310,8 @@ def align_recording(recording: Recording, t_grid, *, offset: float | str = 0.0,
                      estimate)
 
 
-def _at_samples(recording: Recording, t: np.ndarray, offset: float, method: str):
+def _at_samples(recording: Recording, t: np.ndarray, offset: float,
+                method: str) -> tuple[Measurement, dict] | None:
     """(Measurement at the channels' own times, how) for ``samples`` (or ``auto`` where no
     channel needs resampling and they share their times); None to align on the grid."""
     if method not in ("samples", "auto"):

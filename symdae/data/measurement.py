@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -43,15 +44,17 @@ class GridSamples:
         if self.theta is None:
             return x[self.index]
         th = self.theta.reshape((-1,) + (1,) * (x.ndim - 1))
-        return (1.0 - th) * x[self.index] + th * x[self.index + 1]
+        i = cast(np.ndarray, self.index)     # between grid points: an index array
+        return (1.0 - th) * x[i] + th * x[i + 1]
 
     def scatter(self, g: np.ndarray, out: np.ndarray) -> None:
         """out += the transpose of :meth:`at` applied to ``g`` (one value per sample)."""
         if self.theta is None:
             out[self.index] += g            # a slice or distinct grid indices
             return
-        np.add.at(out, self.index, (1.0 - self.theta) * g)
-        np.add.at(out, self.index + 1, self.theta * g)
+        i = cast(np.ndarray, self.index)     # between grid points: an index array
+        np.add.at(out, i, (1.0 - self.theta) * g)
+        np.add.at(out, i + 1, self.theta * g)
 
     @property
     def span(self) -> tuple[float, float]:
@@ -107,19 +110,19 @@ class Measurement:
         self.values = vals
 
     @classmethod
-    def from_arrays(cls, t, **values) -> "Measurement":
+    def from_arrays(cls, t, **values) -> Measurement:
         """A measurement from the sample times ``t`` and one array per signal (``name=values``)."""
         return cls(t, values)
 
     @classmethod
-    def from_trajectory(cls, traj, outputs=None) -> "Measurement":
+    def from_trajectory(cls, traj, outputs=None) -> Measurement:
         """Synthetic data: the outputs of a simulated trajectory."""
         names = list(traj.outputs) if outputs is None else list(outputs)
         return cls(traj.t.copy(), {n: traj.outputs[n].copy() for n in names},
                    source="simulation")
 
     @classmethod
-    def from_csv(cls, path, time_column: str = "t", columns=None) -> "Measurement":
+    def from_csv(cls, path, time_column: str = "t", columns=None) -> Measurement:
         """Read a CSV file with a header row; ``time_column`` holds the sample times."""
         path = Path(path)
         if not path.is_file():

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -90,9 +90,17 @@ class Channel:
         """The first and last sample times [s]."""
         return float(self.t[0]), float(self.t[-1])
 
-    def converted(self, name: str, factor: float, unit: str) -> "Channel":
+    def converted(self, name: str, factor: float, unit: str) -> Channel:
         """A copy named ``name`` with values times ``factor`` in ``unit``."""
         return Channel(name, self.t.copy(), self.values * factor, unit, self.source)
+
+
+def _channel(name: str, spec: tuple, source: str) -> Channel:
+    """A channel from ``(t, values)`` or ``(t, values, unit)``."""
+    if len(spec) not in (2, 3):
+        raise InputError(f"{source}, channel {name!r}: give (t, values) or (t, values, unit), "
+                         f"got {len(spec)} item(s)")
+    return Channel(name, spec[0], spec[1], spec[2] if len(spec) == 3 else "", source)
 
 
 @dataclass
@@ -108,9 +116,9 @@ class Recording:
             raise DataError(f"{self.source}: no channels")
 
     @classmethod
-    def from_arrays(cls, source: str = "arrays", **channels) -> "Recording":
+    def from_arrays(cls, source: str = "arrays", **channels) -> Recording:
         """``name=(t, values)`` or ``name=(t, values, unit)`` per channel."""
-        return cls({n: Channel(n, *spec, source=source) for n, spec in channels.items()},
+        return cls({n: _channel(n, tuple(spec), source) for n, spec in channels.items()},
                    source)
 
     @property
@@ -125,7 +133,7 @@ class Recording:
                             f"{self.names}")
         return self.channels[name]
 
-    def mapped(self, channels) -> "Recording":
+    def mapped(self, channels) -> Recording:
         """The channels of a :class:`ChannelMap` (or a dict for one), renamed to the model's
         outputs and converted to the model's units."""
         cmap = channels if isinstance(channels, ChannelMap) else ChannelMap(channels)
@@ -182,7 +190,9 @@ def read_recording(path, format: str | None = None, *, channels=None, **options)
     if fmt not in FORMATS:
         raise DataError(f"{path}: unknown file format (suffix {path.suffix!r}); symdae reads "
                         f"{FORMATS} ({', '.join(sorted(_SUFFIXES))})")
-    reader = {"csv": read_csv, "mat": read_mat, "mdf": read_mdf, "tdms": read_tdms}[fmt]
+    readers: dict[str, Callable[..., Recording]] = {"csv": read_csv, "mat": read_mat,
+                                                    "mdf": read_mdf, "tdms": read_tdms}
+    reader = readers[fmt]
     rec = reader(path, **options)
     return rec.mapped(channels) if channels is not None else rec
 
@@ -254,7 +264,7 @@ def read_csv(path, *, time_column: str | None = None, time_unit: str | None = No
     table = [(k, [f.strip().strip('"') for f in split(ln)]) for k, ln in rows]
     header = table[0][1]
     body = table[1:]
-    units = [None] * len(header)
+    units: list[str | None] = [None] * len(header)
     names = []
     for j, h in enumerate(header):
         name, unit = split_name_unit(h)
@@ -287,7 +297,7 @@ def read_csv(path, *, time_column: str | None = None, time_unit: str | None = No
                         f"{time_column!r}")
     t_unit = time_unit or units[jt] or "s"
     t = t_raw * unit_factor(t_unit, "s", f"{path}, time column {time_column!r}")
-    chans = {}
+    chans: dict[str, Channel] = {}
     for j, name in enumerate(names):
         if j == jt:
             continue
@@ -354,8 +364,8 @@ def read_mat(path, *, time: str | None = None) -> Recording:
             from None
     src = str(path)
     var = {k: v for k, v in raw.items() if not k.startswith("__")}
-    units = var.get("units") if isinstance(var.get("units"), dict) else {}
-    chans = {}
+    units: dict = var["units"] if isinstance(var.get("units"), dict) else {}
+    chans: dict[str, Channel] = {}
     for name, v in var.items():
         if isinstance(v, dict) and name != "units":
             tk = next((k for k in _MAT_TIME_KEYS if k in v), None)
@@ -416,7 +426,7 @@ def read_mdf(path) -> Recording:
     except Exception as exc:
         raise DataError(f"{path}: not a readable MDF file ({type(exc).__name__}: {exc})") \
             from None
-    chans = {}
+    chans: dict[str, Channel] = {}
     try:
         for sig in mdf.iter_channels():
             x = np.asarray(sig.samples)
@@ -445,7 +455,7 @@ def read_tdms(path) -> Recording:
     except Exception as exc:
         raise DataError(f"{path}: not a readable TDMS file ({type(exc).__name__}: {exc})") \
             from None
-    chans = {}
+    chans: dict[str, Channel] = {}
     for group in f.groups():
         members = {c.name: c for c in group.channels()}
         tcol = next((members[k] for k in members if k.lower() in _TIME_NAMES), None)

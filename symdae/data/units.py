@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
@@ -217,7 +217,7 @@ class ChannelMap:
         object.__setattr__(self, "specs", out)
 
     @classmethod
-    def parse(cls, text: str) -> "ChannelMap":
+    def parse(cls, text: str) -> ChannelMap:
         """``"x_tvd=disp_tvd[mm->m],phi=enc[deg],n=speed"``: output=channel, optionally
         ``[file unit]``, ``[file unit->model unit]`` or ``[->model unit]``."""
         specs = {}

@@ -17,9 +17,9 @@ from __future__ import annotations
 import csv
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import optimize
@@ -149,6 +149,7 @@ class DesignSnapshot:
     @classmethod
     def of(cls, label: str, U: np.ndarray, ev: DesignEvaluation, problem: DesignProblem):
         traj = ev.trajectory
+        assert traj is not None         # DesignProblem.evaluate returns the run
         omax = {k: float(np.max(np.abs(traj.outputs[k]))) for k in traj.outputs}
         return cls(label, U, ev.value, ev.information, ev.criterion, dict(ev.penalties),
                    ev.fisher, dict(ev.terminal), omax)
@@ -205,7 +206,8 @@ class InputDesign:
 
     def scenario_inputs(self) -> dict:
         """{input: samples} of the optimal input, for Scenario(inputs=...)."""
-        return self.problem.inputs_of(self.U)
+        names = self.problem.system.model.input_names if self.problem else self.inputs
+        return {name: self.U[:, k] for k, name in enumerate(names)}
 
     def gain(self, reference: str = "start") -> float:
         """tr(W F W) of the optimal input over that of ``reference`` (start or a comparison)."""

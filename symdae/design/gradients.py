@@ -6,7 +6,7 @@
   output sensitivities S_i = ds_i/db along chosen parameters (the Fisher information is one),
   by the discrete adjoint of the state-plus-sensitivity recursion: the tangent sweep, then one
   fused backward sweep with n_b + 1 solves per step and the generated second-order kernel
-  ``state_hvp`` (``symdae/simulation/core/design.pxd`` has the recursion).
+  ``state_hvp`` (``symdae/simulation/core/design_sweep.pyx`` has the recursion).
 
 Both are exact for the discrete scheme :meth:`System.simulate` runs. U_0 is held fixed: it
 sets the consistent initial accelerations and multipliers (and through them the initial
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, SimulationError
-from ..simulation.backends.base import TangentArrays
+from ..simulation.backends.base import SweepReport, TangentArrays
 from ..simulation.backends.design import design_adjoint
 from ..simulation.sensitivity import TangentResult, sweep_data, tangent
 
@@ -25,10 +25,11 @@ __all__ = ["input_gradient", "design_gradient", "tangent_arrays"]
 
 
 def tangent_arrays(res: TangentResult) -> TangentArrays:
-    """The backend layout (N+1, nd, size) of a TangentResult (views, no copies)."""
+    """The backend layout (N+1, nd, size) of a TangentResult (views, no copies; the sweep
+    that made them succeeded, or ``tangent`` would have raised)."""
     tr = (0, 2, 1)
     return TangentArrays(res.dq.transpose(tr), res.dv.transpose(tr), res.da.transpose(tr),
-                         res.dlam.transpose(tr), res.ds.transpose(tr), None)
+                         res.dlam.transpose(tr), res.ds.transpose(tr), SweepReport("ok"))
 
 
 def _sweep(system, traj, D, tangents, dPsi_S, dPsi_s, dPsi_x) -> np.ndarray:
@@ -51,8 +52,11 @@ def input_gradient(system, traj, dPhi: np.ndarray) -> np.ndarray:
         raise InputError(f"dPhi has shape {dPhi.shape}, expected {(N + 1, sz.n_s)} (one row "
                          "per time step, one column per output)")
     D = np.zeros((sz.n_p, 0))
-    empty = TangentArrays(*(np.zeros((N + 1, 0, k)) for k in (sz.n, sz.n, sz.n, sz.m, sz.n_s)),
-                          None)
+    def none(size: int) -> np.ndarray:          # no directions
+        return np.zeros((N + 1, 0, size))
+
+    empty = TangentArrays(none(sz.n), none(sz.n), none(sz.n), none(sz.m), none(sz.n_s),
+                          SweepReport("ok"))
     return _sweep(system, traj, D, empty, np.zeros((N + 1, sz.n_s, 0)), dPhi, None)
 
 

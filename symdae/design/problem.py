@@ -19,8 +19,8 @@ The design is local: F is evaluated at ``params`` (the prior guess of b).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from ..identification.fisher import (
 )
 from ..simulation.scenario import Scenario
 from ..simulation.sensitivity import tangent
+from ..simulation.trajectory import Trajectory
 from .criteria import CRITERIA, criterion
 from .gradients import design_gradient
 
@@ -81,7 +82,7 @@ class DesignEvaluation:
     fisher: FisherInformation
     terminal: dict
     gradient: np.ndarray | None = None
-    trajectory: object = field(default=None, repr=False)
+    trajectory: Trajectory | None = field(default=None, repr=False)
 
 
 def _names(x, what: str) -> list:
@@ -289,7 +290,8 @@ class DesignProblem:
         WGW = crit.G * np.outer(W, W)
         dS[:, self._out_cols, :] = (2.0 * self.kappa) * self.eta[:, None, None] * \
             np.matmul(self.Rinv, S) @ WGW
-        penalties, terminal = {}, {}
+        penalties: dict[str, float] = {}
+        terminal: dict = {}
         if not _start:      # the start evaluation (in __init__) sets the end scales
             penalties["end"] = self._end_penalty(traj, ds, dx, terminal)
         if self._path:

@@ -14,9 +14,9 @@ compare the designed input with others (the input-design paper's section 4 and s
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -69,8 +69,12 @@ def model_design(model, ns: Mapping | None = None, *, system=None, **overrides) 
 
 def study_inputs(design: InputDesign) -> dict:
     """{label: {input: samples}}: the start input, the optimum and the comparisons."""
-    out = {"start": design.problem.inputs_of(design.start.U)}
-    out.update({k: design.problem.inputs_of(v.U) for k, v in design.comparisons.items()})
+    prob = design.problem
+    if prob is None:
+        raise InputError("the design carries no problem (its inputs alone): study_inputs "
+                         "needs a design made by design_input")
+    out = {"start": prob.inputs_of(design.start.U)}
+    out.update({k: prob.inputs_of(v.U) for k, v in design.comparisons.items()})
     out["optimal"] = design.scenario_inputs()
     return out
 
@@ -122,7 +126,7 @@ def rms_error_scan(system, scenario: Scenario, inputs: Mapping, outputs: Sequenc
     axes = {k: np.asarray(v, dtype=float) for k, v in grid.items()}
     rngs = [np.random.default_rng(seed) for _ in levels]
     truth = dict(truth or {})
-    values = [{} for _ in levels]
+    values: list[dict] = [{} for _ in levels]
     for label, inp in inputs.items():
         sc = scenario.replace(inputs=dict(inp))
         run = system.simulate(sc, params=truth)

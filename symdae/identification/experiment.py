@@ -8,9 +8,10 @@ evaluates a list of them at one parameter point, on any ``concurrent.futures.Exe
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from ..simulation.prepared import PreparedRun
 from ..simulation.scenario import Scenario
 from ..simulation.trajectory import Trajectory
 from ..threads import gather, one_blas_thread
+
+if TYPE_CHECKING:
+    from ..simulation.system import System
 
 __all__ = ["Experiment", "Evaluation", "evaluate_many"]
 
@@ -51,7 +55,7 @@ class Experiment:
     new scenario (``experiment.scenario = scenario.replace(inputs=...)``) instead.
     """
 
-    system: object
+    system: System
     cost: Cost
     scenario: Scenario
     params: Mapping = field(default_factory=dict)

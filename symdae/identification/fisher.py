@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import linalg
@@ -114,7 +114,7 @@ def output_sensitivities(system, traj, parameters: Sequence[str] | str,
 # ---------------------------------------------------------------------------- noise
 def _sigma(name: str, x) -> float:
     if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) \
-            or not x > 0:
+            or not float(x) > 0:
         raise InputError(f"noise level (standard deviation) of output {name!r} must be a "
                          f"positive finite number, got {x!r}")
     return float(x)
@@ -196,8 +196,8 @@ def fisher_matrix(S: np.ndarray, R: np.ndarray, eta: np.ndarray) -> np.ndarray:
     return A.T @ A
 
 
-def parameter_scales(parameters: Sequence[str], values: np.ndarray, scaling="relative"
-                     ) -> np.ndarray:
+def parameter_scales(parameters: Sequence[str], values: Sequence[float] | np.ndarray,
+                     scaling="relative") -> np.ndarray:
     """Scales w_j of the scaled parameters b_j / w_j: ``"relative"`` (|b_j|, or 1 where
     b_j = 0), ``None``/``"none"`` (1), ``{name: scale}`` or an array."""
     parameters = list(parameters)
@@ -260,7 +260,7 @@ class FisherInformation:
         Raises :class:`NotIdentifiableError`, naming the parameter combination the outputs do
         not determine, when F is singular."""
         st = self.statistics()
-        if not st.identifiable:
+        if not st.identifiable or st.covariance is None:     # (identifiable: it has one)
             raise NotIdentifiableError(st.singular_message(), st.unidentifiable)
         return st.covariance / np.outer(self.scales, self.scales) if scaled \
             else st.covariance
@@ -360,15 +360,16 @@ class ParameterStatistics:
     def summary(self) -> str:
         """A readable report: values with standard errors, correlations, condition, warnings."""
         lines = []
-        if self.standard_errors is not None:
+        se, rse, corr = self.standard_errors, self.relative_standard_errors, self.correlation
+        if se is not None and rse is not None and corr is not None:   # (all three or none)
             for k, name in enumerate(self.parameters):
-                rel = self.relative_standard_errors[k]
+                rel = rse[k]
                 rel_txt = f" ({100 * rel:.3g} %)" if math.isfinite(rel) else ""
                 lines.append(f"  {name:>12s}: {self.values[k]:.10g} +- "
-                             f"{self.standard_errors[k]:.3g}{rel_txt}")
+                             f"{se[k]:.3g}{rel_txt}")
             if len(self.parameters) > 1:
                 lines.append("  correlation: " + ", ".join(
-                    f"{a}-{b} {self.correlation[i, j]:+.3f}"
+                    f"{a}-{b} {corr[i, j]:+.3f}"
                     for i, a in enumerate(self.parameters)
                     for j, b in enumerate(self.parameters) if j > i))
         lines.append(f"  condition number of the scaled Fisher information: "

@@ -13,9 +13,9 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -39,7 +39,7 @@ class GridMinimum:
     cost: float
     at_edge: bool
     basin: tuple
-    neighbours: tuple       # the grid values either side (the value itself at an edge)
+    neighbours: tuple[float, float]   # the grid values either side (itself at an edge)
 
 
 @dataclass(frozen=True)

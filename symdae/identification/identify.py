@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import optimize
@@ -30,7 +30,9 @@ from .experiment import Experiment, evaluate_many
 from .fisher import parameter_scales
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
 from .residuals import least_squares_terms
-from .statistics import check_noise, statistics_or_reason
+from .shooting import MultipleShooting, ShootingReport, multiple_shooting
+from .statistics import IdentificationStatistics, check_noise, statistics_or_reason
+from .verdict import FitVerdict, fit_verdict
 
 __all__ = ["IdentificationResult", "identify", "choose_method", "DEFAULT_OPTIONS",
            "AUTO_GAUSS_NEWTON_MAX_FREE", "identification_estimate"]
@@ -75,8 +77,13 @@ class IdentificationResult:
     experiment_costs: dict
     # Fisher information, standard errors, correlations at ``values`` (symdae.identification.statistics),
     # or None with the reason in statistics_note
-    statistics: object = None
+    statistics: IdentificationStatistics | None = None
     statistics_note: str | None = None
+    # the multiple-shooting stage before the single-shooting fit, or None without one
+    shooting: ShootingReport | None = None
+    # how well the fit explains each fitted output (verdict.FitVerdict), or None without
+    # least-squares terms
+    verdict: FitVerdict | None = None
 
     def relative_error(self, truth: Mapping) -> dict:
         """``|identified - truth| / |truth|`` per free parameter (absolute error where truth = 0)."""
@@ -105,6 +112,8 @@ class IdentificationResult:
             "experiment_costs": self.experiment_costs, "history": self.history,
             "statistics": None if self.statistics is None else self.statistics.to_dict(),
             "statistics_note": self.statistics_note,
+            "shooting": None if self.shooting is None else self.shooting.to_dict(),
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
         }
 
     def summary(self) -> str:
@@ -115,12 +124,16 @@ class IdentificationResult:
                  f"({_orders(self.start_cost, self.cost):.1f} orders) in {self.n_iterations} "
                  f"iterations, {self.n_simulations} simulations, {self.n_gradients} gradients, "
                  f"{self.wall_time:.3f} s"]
+        if self.shooting is not None:
+            lines.insert(1, self.shooting.summary())
         for k in self.free:
             lines.append(f"  {k:>12s}: {self.start[k]:.10g} -> {self.values[k]:.10g}")
         if self.statistics is not None:
             lines.append(self.statistics.summary())
         elif self.statistics_note is not None:      # None: not asked for
             lines.append(f"no statistics: {self.statistics_note}")
+        if self.verdict is not None:
+            lines.append(self.verdict.summary())
         return "\n".join(lines)
 
 
@@ -199,6 +212,7 @@ class _Objective:
         self.evaluations += len(results)
         J, g = 0.0, np.zeros(len(self.free))
         for r, c, label in zip(results, self.cols, self.labels):
+            assert r.gradient is not None       # evaluated with gradient=True
             J += r.cost
             g += r.gradient[c]
             self.per_experiment[label] = r.cost
@@ -335,7 +349,8 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
              max_iterations: int = 500, options: Mapping | None = None,
              progress: bool | Callable = True,
              executor: Executor | None = None, noise=None,
-             statistics: bool = True) -> IdentificationResult:
+             statistics: bool = True,
+             shooting: MultipleShooting | None = None) -> IdentificationResult:
     """Identify the ``free`` parameters by minimising the summed cost of ``experiments``.
 
     Parameters
@@ -372,6 +387,18 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
         errors and correlations at the identified point (:mod:`symdae.identification.statistics`) for
         output noise ``noise`` ({output: standard deviation} or one for all); None
         estimates it from the residual.
+    shooting:
+        :class:`MultipleShooting` fits the segments of the record first (each from its own
+        start state, the continuity gaps driven to zero; least-squares costs in the time
+        domain only) and the method then polishes the result by single shooting, so the
+        answer is the single-shooting optimum, reached from start values far from it. The
+        result's ``shooting`` reports the stage; its ``start_cost`` is single shooting's at
+        ``start``, its ``history`` that of the polish.
+
+    The result's ``verdict`` (:func:`fit_verdict`: per fitted output of the least-squares
+    terms, the normalised error, the data's noise level, whether the residual is white) makes
+    ``success`` false, with a message in words, where the fit leaves an output largely
+    unexplained, far above its noise, with a correlated residual: a likely local minimum.
     """
     free = [parameter_name(k) for k in free]
     start, bounds = by_parameter_name(start), by_parameter_name(bounds)
@@ -386,6 +413,9 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
                          f"{list(LEAST_SQUARES_METHODS)}, got {method!r}")
     if bounds and method == "BFGS":
         raise InputError("BFGS does not take bounds; use L-BFGS-B or trust-constr")
+    if shooting is not None and not isinstance(shooting, MultipleShooting):
+        raise InputError(f"shooting must be a MultipleShooting or None, got "
+                         f"{type(shooting).__name__}")
     start = _start_values(exps, free, start)
     scales = parameter_scales(free, [start[k] for k in free], scaling)
     sb = _scaled_bounds(free, start, scales, bounds)
@@ -396,20 +426,50 @@ def identify(experiments, free: Sequence[str], start: Mapping | None = None,
     # only slows them (L-BFGS-B took 6 ms instead of 0.05 ms per evaluation under load)
     progress = _BestSoFar(progress)
     with one_blas_thread(), progress.on_interrupt():
+        t_start = time.perf_counter()
+        stage, first = None, start
+        if shooting is not None:
+            stage = multiple_shooting(exps, free, start, shooting, scales=scales,
+                                      scaled_bounds=sb, max_iterations=max_iterations,
+                                      executor=executor, progress=progress)
+            first = stage.values
         if method in LEAST_SQUARES_METHODS:
-            result = least_squares_fit(exps, free, start, scales, sb, method=method,
+            result = least_squares_fit(exps, free, first, scales, sb, method=method,
                                        max_iterations=max_iterations, options=options,
                                        progress=progress, executor=executor,
                                        result_type=IdentificationResult)
         else:
-            result = _minimize(exps, free, start, scales, sb, method, max_iterations, options,
+            result = _minimize(exps, free, first, scales, sb, method, max_iterations, options,
                                progress, executor)
+        if stage is not None:
+            _after_shooting(result, stage, exps, start, executor, t_start)
+        result.verdict = fit_verdict(exps, result.values, executor)
+        if result.verdict is not None and result.verdict.local_minimum:
+            # wherever the optimiser stopped, the data say the fit is wrong
+            result.success = False
+            result.message = f"{result.message}; but {result.verdict.message}"
         if statistics:
             result.statistics, result.statistics_note = statistics_or_reason(
                 exps, free, result.values, noise=noise, executor=executor)
         else:
             result.statistics_note = None           # not asked for: nothing to say
     return result
+
+
+def _after_shooting(result, stage, exps, start, executor, t_start) -> None:
+    """The polish's result as the identification's: from the user's start, with the
+    multiple-shooting stage's counts and report."""
+    try:
+        start_cost = sum(r.cost for r in evaluate_many(exps, start, executor, gradient=False))
+    except SimulationError:
+        start_cost = math.nan            # single shooting cannot even run from there
+    result.start, result.start_cost = dict(start), float(start_cost)
+    result.shooting = stage
+    result.n_iterations += stage.iterations
+    result.n_simulations += stage.evaluations * len(exps) + len(exps)
+    result.n_gradients += stage.jacobians * len(exps)
+    result.wall_time = time.perf_counter() - t_start
+    result.message = f"single shooting from the multiple-shooting result: {result.message}"
 
 
 class _BestSoFar:

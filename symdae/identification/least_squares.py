@@ -61,11 +61,11 @@ class Residuals:
         self.labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
         self.simulations = 0
         self.jacobians = 0
-        self.size = None
-        self._key = None
-        self._results = None
-        self._jac = (None, None)
-        self.last_point = None
+        self.size: int | None = None
+        self._key: bytes | None = None
+        self._results: list | None = None          # of the point self._key
+        self._jac: tuple = (None, None)
+        self.last_point: dict | None = None
 
     def physical(self, w) -> dict:
         return {k: float(v) for k, v in zip(self.free, np.asarray(w) * self.scales)}
@@ -89,12 +89,12 @@ class Residuals:
             self.simulations += len(results)
             self._key, self._results = key, results
             self.size = sum(res.r.size for res in results)
-        return np.concatenate([res.r for res in self._results])
+        return np.concatenate([res.r for res in self._last_results()])
 
     def cost_parts(self) -> dict:
         """{experiment label: its cost 1/2 |r|^2} at the last point."""
         return {lab: 0.5 * float(np.dot(res.r, res.r))
-                for lab, res in zip(self.labels, self._results)}
+                for lab, res in zip(self.labels, self._last_results())}
 
     def jacobian(self, w) -> np.ndarray:
         w = np.asarray(w, dtype=float)
@@ -104,12 +104,18 @@ class Residuals:
         if key != self._key:
             self.residuals(w)
         params = self.physical(w)
-        trajs = [res.trajectory for res in self._results]
+        trajs = [res.trajectory for res in self._last_results()]
         results = self._map(params, self.free, trajs)
         self.jacobians += len(results)
         J = np.vstack([res.jacobian() for res in results]) * self.scales
         self._jac = (key, J)
         return J
+
+    def _last_results(self) -> list:
+        """The experiments' residuals at the last point (``residuals`` computed them)."""
+        if self._results is None:
+            raise RuntimeError("no residuals yet: call residuals(w) first")
+        return self._results
 
     def safe_residuals(self, w) -> np.ndarray:
         """residuals, or infinities where the simulation fails (trf then shrinks its

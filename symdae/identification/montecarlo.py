@@ -10,12 +10,14 @@ on the order in which the runs finish.
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -23,9 +25,9 @@ from scipy import stats
 from ..costs.time_domain import LeastSquares
 from ..data.measurement import Measurement
 from ..errors import InputError, SymdaeError
+from ..simulation.memory import MemoryEstimate
 from ..threads import gather
 from .experiment import Experiment
-from ..simulation.memory import MemoryEstimate
 from .identify import identification_estimate, identify
 from .residuals import least_squares_terms
 from .statistics import fitted_outputs, identification_statistics, noise_levels
@@ -47,13 +49,14 @@ def add_noise(experiment: Experiment, noise: Mapping, rng: np.random.Generator) 
             clean = data.values[signal] if isinstance(data, Measurement) else \
                 np.asarray(data[signal], dtype=float)
             noisy[signal] = clean + rng.normal(0.0, noise[output], clean.shape)
+        new: Measurement | dict
         if isinstance(data, Measurement):
             new = Measurement(data.t, {**data.values, **noisy}, source=f"{data.source} + noise")
         else:
             new = {**dict(data), **noisy}
         terms.append(LeastSquares(new, dict(term.outputs), term.weights, term.quadrature,
                                   term.align))
-    cost = sum(terms + other)
+    cost = functools.reduce(operator.add, terms + other)      # their sum (one: itself)
     return Experiment(experiment.system, cost, experiment.scenario, experiment.params,
                       experiment.name)
 

@@ -8,8 +8,8 @@ the tangent-linear sweep. Each (experiment, fitted output) pair gives one
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 

@@ -16,9 +16,9 @@ likelihood one, and F^-1 its covariance, when the cost's weights w_k eta_i are p
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 

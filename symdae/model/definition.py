@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import sympy as sp
 from sympy.core.function import AppliedUndef
@@ -38,7 +38,7 @@ class KernelSymbols:
     u: tuple
 
     @staticmethod
-    def make(n: int, m: int, n_p: int, n_u: int) -> "KernelSymbols":
+    def make(n: int, m: int, n_p: int, n_u: int) -> KernelSymbols:
         # every slot is real (so is time): SymPy then keeps |exp(x)|, |x|' and the like free
         # of re() and im(), which no kernel can compute
         def vec(name, k):

@@ -44,8 +44,8 @@ each statement runs over the lanes where it can be nonzero (lane_ranges).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy as sp
 from sympy.functions.elementary.hyperbolic import (
@@ -99,30 +99,24 @@ _STACK_DOUBLES = 4096     # a graph kernel's scratch array larger than this goes
 MAX_LANES = 32            # directions one vector call of dir_residual computes at most
 # doubles per vector instruction of the vector dir_residual, by the instruction set it is
 # compiled for: "base" is the compiler's default for the platform (SSE2 on x86-64); "avx2"
-# compiles its functions for AVX2 (four doubles), without FMA, so every lane rounds as in
-# the base code (the 20-link cart: 55 -> 43 us per step)
+# compiles its functions for AVX2 (four doubles), without FMA, so that every lane rounds as
+# in the base code
 VECTOR_WIDTH = {"base": 2, "avx2": 4}
 _VECTOR_ATTRIBUTE = {"base": "", "avx2": '__attribute__((target("avx2"))) '}
 # Newton's refresh horizon (newton.pxd: refresh K when more than this many further iterations
-# are predicted): a tree module's K is one kernel of about a residual's cost; a graph module
-# forms K by a vector pass over the whole residual program, several residuals' worth (the
-# 20-link cart: 30 us against 4.5 us an iteration), so it refreshes later. Measured on the
-# 20-link cart (us per step): 80 at 3, 66 at 5, 58-60 at 7, 60 at 10; tree models lose from
-# a larger horizon (the slider-crank: 0.79 us at 3, 0.89 at 4).
+# are predicted). A tree module's K is one kernel of about a residual's cost, so a refresh is
+# cheap and an early one saves iterations; a graph module forms K by a vector pass over the
+# whole residual program, several residuals' worth, so it refreshes later. Each value is where
+# the time per step of its kind of module is least (docs/guide/models.rst: the 20-link chain).
 REFRESH_HORIZON = 3
 REFRESH_HORIZON_GRAPH = 8
 
 # the kernels the compiled adjoint step calls (compiled_steps.h), inlined into it where they
 # are at most STEP_INLINE_NODES tree nodes (SYMDAE_STEP_INLINE in symdae_kernels.h; each call
-# site gets a copy, state_vjp two): about the size of the step's own code around a call. The
-# adjoint sweep against the build with none of them and no inlined transposed solve
-# (lu_plan.py), both in one process, alternating, 10 000 steps (the TVD 20 000), the solve
-# inlined where lu_plan.MAX_INLINE_SOLVE_T allows: the engine mount (kernels of 4-97 nodes)
-# 0.81-0.86 times as long (0.975 with the solve alone), the redundant cart pendulum (4-51)
-# 0.82, the slider-crank (its output_vjp) 0.95-0.97, the double pendulum (its output_vjp)
-# 1.02. Larger kernels inlined gained nothing or lost (the TVD's, 128-801 nodes: 1.09; the
-# double pendulum's 122-189: 1.05), and so did the forward and tangent sweeps' kernels (the
-# engine mount: unchanged), so they stay calls
+# site gets a copy, state_vjp two): about the size of the step's own code around a call, where
+# the call itself is a large part of the kernel's time. Larger kernels, and the kernels of the
+# forward and tangent sweeps, stay calls: inlined, they made the sweeps no faster, some slower
+# (docs/benchmarks.rst: the adjoint step's small kernels inlined)
 STEP_INLINE_KERNELS = ("state_vjp", "param_vjp", "output_vjp")
 STEP_INLINE_NODES = 100
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
@@ -330,7 +324,9 @@ def tau_reads(exprs: list, tau: tuple, n_forward: int) -> int:
 def _chunks(items: list, chunk_ops: int, size=lambda item: sp.count_ops(item[1])) -> list:
     """Split items (in order) into groups of at most about chunk_ops operations, ``size``
     giving an item's count."""
-    groups, cur, ops = [], [], 0
+    groups: list[list] = []
+    cur: list = []
+    ops = 0
     for item in items:
         k = size(item)
         if cur and ops + k > chunk_ops:
@@ -347,7 +343,8 @@ def _cse(exprs: list):
     """sp.cse, with temporaries that are bare negations (``_t3 = -_t2``) put back inline: they
     cost a variable and a line for nothing (C folds the sign into the use)."""
     repl, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("_t"), order="canonical")
-    keep, inline = [], {}
+    keep: list[tuple] = []
+    inline: dict = {}
     for sym, e in repl:
         e = e.xreplace(inline)
         if e.is_Mul and len(e.args) == 2 and e.args[0] == -1 and e.args[1].is_Atom:
@@ -468,7 +465,7 @@ def _program_function(fname: str, items: list, accumulate: bool, printer: CPrint
     head = ("SYMDAE_STEP_INLINE " if inline else "") + \
         f"static void {fname}(const symdae_args* x, const double* w, double* out"
     lines = [head + (", double* z)" if chunked else ")") + " {"]
-    used = set()
+    used: set = set()
     for _, _, e in items:
         used |= free(e)
     if ds.symbols.t in used:
@@ -637,11 +634,20 @@ def column_passes(name: str, sizes: Sizes, r: Callable[[int], str] = _scalar_row
                            + [((2 * n * n_p + k * n_p + j,), r(2 * n + k), (2 * n + k,))
                               for k in range(m)])]
     # massless_rows: the derivatives of gdot along q, v and p
-    return [ColumnPass("dir_gdot", range(count),
-                       lambda j, start=start: [(start + j, "1.0")],
-                       lambda j, off=off, count=count: [((off + i * count + j,), r(i),
-                                                         (i,)) for i in range(n)])
+    return [_gdot_pass(n, count, start, off, r)
             for count, start, off in ((n, 0, n), (n, n, n + n * n), (n_p, 2 * n, n + 2 * n * n))]
+
+
+def _gdot_pass(n: int, count: int, start: int, off: int, r: Callable[[int], str]) -> ColumnPass:
+    """massless_rows' pass along the ``count`` directions seeded from ``start``: gdot's n rows
+    go to the outputs from ``off`` (column-major in the block)."""
+    return ColumnPass("dir_gdot", range(count), lambda j: [(start + j, "1.0")],
+                      lambda j: [((off + i * count + j,), r(i), (i,)) for i in range(n)])
+
+
+def _lane_row(lanes: int, c: int) -> Callable[[int], str]:
+    """How a vector-mode column kernel reads lane ``c`` of the helper's output row i."""
+    return lambda i: f"R[{i * lanes + c}]"
 
 
 def _seed_mask(cp: ColumnPass, j: int) -> int:
@@ -672,7 +678,7 @@ def color_columns(cp: ColumnPass, deps: list) -> list:
     a banded Jacobian needs a few groups whatever its size, a dense one one per column.
     A structurally zero column is left out (nothing to write, nothing to seed).
     Returns [(columns, {column: its entries})] per group."""
-    groups = []          # [columns, rows moved, rows read, entries]
+    groups: list[list] = []          # [columns, rows moved, rows read, entries]
     for j in cp.columns:
         entries = _column_entries(cp, j, deps)
         if not entries:
@@ -974,7 +980,7 @@ def _lane_column_lines(name: str, sizes: Sizes, deps: dict, n_partials: int, lan
         body += [f"    for (i = 0; i < {n_r * lanes}; i++) R[i] = 0.0;",
                  "    _k_dir_residual(x, D, P, R, T);"]
         for c, k, columns in batch:
-            cp = column_passes(name, sizes, lambda i, c=c: f"R[{i * lanes + c}]")[k]
+            cp = column_passes(name, sizes, _lane_row(lanes, c))[k]
             for j in columns:
                 body += [f"    out[{o}] = {value};"
                          for outs, value, _ in _column_entries(cp, j, deps["dir_residual"])
@@ -1232,7 +1238,7 @@ def emit_cython(ds: DerivedSystem, *, definition_hash: str = "",
         if name == "state_terms":
             return list(st_exprs)
         names = column_helpers(name) if graph and name in COLUMN_KERNELS else (name,)
-        extra = st_exprs if st and reads_st(table[name][0]) else []
+        extra: list = st_exprs if st and reads_st(table[name][0]) else []
         return [e for k in names for e in list(table[k][0]) + [f for _, f in table[k][2]]
                 ] + list(extra)
 

@@ -67,7 +67,7 @@ class Program:
     free: FreeSymbols = field(default_factory=FreeSymbols)
     _partials: dict = field(default_factory=dict)
 
-    def extend(self, assignments) -> "Program":
+    def extend(self, assignments) -> Program:
         """A program with ``assignments`` appended (the caches are shared)."""
         return Program(self.assignments + list(assignments), self.free, self._partials)
 

@@ -28,8 +28,9 @@ ABI number.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -92,12 +93,14 @@ class Sizes:
         return name if isinstance(name, int) else getattr(self, name)
 
     @classmethod
-    def of(cls, obj) -> "Sizes":
+    def of(cls, obj) -> Sizes:
         """Sizes of anything with n, m, n_p, n_u, n_s (and optionally n_tau, n_st) attributes
         or keys: a DerivedSystem's ``sizes``, a backend, a model module's ``SIZES``."""
-        get = obj.get if isinstance(obj, Mapping) else (lambda k, d=None: getattr(obj, k, d))
-        return cls(*(int(get(k)) for k in ("n", "m", "n_p", "n_u", "n_s")),
-                   n_tau=int(get("n_tau", 0) or 0), n_st=int(get("n_st", 0) or 0))
+        get: Callable[..., Any] = obj.get if isinstance(obj, Mapping) else (
+            lambda k, d=None: getattr(obj, k, d))
+        n, m, n_p, n_u, n_s = (int(get(k)) for k in ("n", "m", "n_p", "n_u", "n_s"))
+        return cls(n, m, n_p, n_u, n_s, n_tau=int(get("n_tau", 0) or 0),
+                   n_st=int(get("n_st", 0) or 0))
 
 
 @dataclass(frozen=True)
@@ -421,7 +424,7 @@ def weight_symbols(spec: KernelSpec, sizes: Sizes) -> dict:
 def flatten_blocks(spec: KernelSpec, parts, sizes: Sizes) -> list:
     """One flat, row-major list of a kernel's output entries from its blocks (checked against
     the spec's sizes)."""
-    flat = []
+    flat: list = []
     for b, part in zip(spec.blocks, parts):
         entries = list(part) if not isinstance(part, sp.MatrixBase) else list(part)  # row-major
         if len(entries) != b.size(sizes):
@@ -439,12 +442,7 @@ def kernel_expressions(ds, names=None) -> dict:
     for spec in KERNELS:
         if spec.internal or (names is not None and spec.name not in names):
             continue
+        assert spec.build is not None, spec.name     # only the internal kernels have none
         parts = spec.build(ds, weight_symbols(spec, sizes))
         out[spec.name] = (flatten_blocks(spec, parts, sizes), spec.accumulate)
     return out
-
-
-def all_weight_symbols(sizes: Sizes) -> tuple:
-    """w[0] .. w[k-1] for the longest weight vector of any kernel."""
-    k = max(weight_size(s.name, sizes) for s in KERNELS)
-    return tuple(sp.Symbol(f"w[{i}]", real=True) for i in range(k))

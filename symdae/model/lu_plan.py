@@ -304,7 +304,8 @@ def split_factor_lines(plan: LUPlan, fixed) -> tuple:
 
     first, rest = [], []
     loads = {"first": 0, "rest": 0}
-    scalars = {"first": set(), "rest": set()}    # the scalars (piv, cmax, l, inv) each sets
+    # the scalars (piv, cmax, l, inv) each sets
+    scalars: dict[str, set[str]] = {"first": set(), "rest": set()}
     for op, is_fixed, reads, prev, new in plan_ops:
         if op.target is not None and not op.target.startswith("B["):
             scalars["first" if is_fixed else "rest"].add(op.target)
@@ -314,7 +315,8 @@ def split_factor_lines(plan: LUPlan, fixed) -> tuple:
                 first.append(f"    c[{versions[new].stash}] = {op.target};")
             loads["first"] = len(first) if op.load else loads["first"]
             continue
-        if op.self_read and versions[prev].fixed:
+        # (a self-reading statement has a previous version: the first loop indexed it)
+        if op.self_read and prev is not None and versions[prev].fixed:
             rest.append(f"    {op.target} = {where(prev, op.target)};")
         rest.append(_render(op, [where(v, loc) for v, loc in zip(reads, op.operands)]))
         loads["rest"] = len(rest) if op.load else loads["rest"]

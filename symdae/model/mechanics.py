@@ -40,10 +40,17 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy as sp
-from sympy.physics.mechanics import (KanesMethod, LagrangesMethod, Point, ReferenceFrame,
-                                     System, dynamicsymbols)
+from sympy.physics.mechanics import (
+    KanesMethod,
+    LagrangesMethod,
+    Point,
+    ReferenceFrame,
+    System,
+    dynamicsymbols,
+)
 from sympy.physics.mechanics.joint import Joint
 from sympy.physics.vector import Vector
 
@@ -569,14 +576,15 @@ def from_mechanics(obj, *, name: str | None = None, parameters: Mapping | None =
     outs = {key: _output_expr(v, smap, f"output {key!r}") for key, v in (outputs or {}).items()}
     init = {_initial_key(k, mech, smap): _output_expr(v, smap, f"initial value of {k}")
             for k, v in (initial_state or {}).items()}
-    common = {"constraints": holonomic, "parameters": parameters, "inputs": inputs,
-              "outputs": outs, "initial_state": init, "multipliers": multipliers,
-              "units": units}
+    common: dict[str, Any] = {"constraints": holonomic, "parameters": parameters,
+                              "inputs": inputs, "outputs": outs, "initial_state": init,
+                              "multipliers": multipliers, "units": units}
     label = name or "mechanics"
     try:
         if mech.lagrangian is not None:
             Q = generalized_forces(mech.frame, mech.q, mech.loads) if mech.loads else None
             return Model(label, mech.q, lagrangian=mech.lagrangian, forces=Q, **common)
+        assert smap is not None      # a System or KanesMethod has speeds (extract checks)
         M, Q = _equations(mech, smap, simplify)
         return Model(label, mech.q, mass_matrix=M, forces=Q, **common)
     except UndeclaredSymbolError as exc:

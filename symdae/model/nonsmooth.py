@@ -10,7 +10,7 @@ as no switch falls exactly on a grid point (README, "Non-smooth forces").
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import sympy as sp
 from sympy.core.function import AppliedUndef, ArgumentIndexError

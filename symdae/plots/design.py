@@ -5,8 +5,8 @@ parameter (5 left) or two (9, contours at equal levels for every input).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -82,8 +82,9 @@ def _trajectories(design):
     return [(s.label, prob.simulate(s.U)) for s in snaps]
 
 
-def plot_end_conditions(design, path) -> Path:
-    """Every end-condition quantity over time for each input, with a zoom on the last tenth."""
+def plot_end_conditions(design, path) -> Path | None:
+    """Every end-condition quantity over time for each input, with a zoom on the last tenth
+    (None: the design has no end conditions)."""
     conds = design.problem.end
     if not conds:
         return None

@@ -6,8 +6,8 @@ Time histories and convergence use :mod:`symdae.plots.base`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 

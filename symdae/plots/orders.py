@@ -6,8 +6,8 @@ speed (start, data, identified, band), and other orders before and after the ide
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 

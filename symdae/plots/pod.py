@@ -1,8 +1,8 @@
 """Plots of a POD and of POD-mode identification, written straight to files (Agg canvas)."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 

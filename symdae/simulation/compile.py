@@ -15,8 +15,13 @@ import time
 import warnings
 from pathlib import Path
 
-from ..compilation.cache import (build_cached, cache_key, compiler_available, compiler_command,
-                                 vector_extension)
+from ..compilation.cache import (
+    build_cached,
+    cache_key,
+    compiler_available,
+    compiler_command,
+    vector_extension,
+)
 from ..errors import BuildError, InputError
 from ..model.derivation import derive
 from ..model.emit import emit_cython

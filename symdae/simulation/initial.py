@@ -32,12 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..errors import (InconsistentInitialStateError, InputError, ModelError,
-                      SingularMatrixError, UnknownNameError)
+from ..errors import (
+    InconsistentInitialStateError,
+    InputError,
+    ModelError,
+    SingularMatrixError,
+    UnknownNameError,
+)
 from ..model.kernels import pack_weights, split
 
 __all__ = ["InitialState", "initial_state", "given_start", "constant_start", "init_tangent",
-           "init_adjoint"]
+           "start_tangent", "init_adjoint"]
 
 
 @dataclass
@@ -358,6 +363,21 @@ def init_tangent(backend, x0: InitialState, p, t0, u0, D):
         for x, col in zip(out, (dq, dv, dy[:n], dy[n:])):
             x[:, j] = col
     return out
+
+
+def start_tangent(backend, x0: InitialState, p, t0, u0, D, dq, dv):
+    """Sensitivities of (q0, v0, a0, lam0) along directions that move the parameters by the
+    columns of ``D`` (n_p x nd) and the given q0, v0 by those of ``dq``, ``dv`` (n x nd): a
+    start state that is itself an unknown (a segment of multiple shooting) besides the
+    parameters. Entries of q0, v0 from the model's expressions move with p as in
+    :func:`init_tangent`; a0 and lam0 stay consistent."""
+    n = backend.sizes.n
+    K0, Jq, GV, P, Rc_q, gamma_v, Rc_p, Q0p, V0p = _linearisation(backend, x0, p, t0, u0)
+    dq0 = Q0p @ D + np.asarray(dq, dtype=float)
+    dv0 = V0p @ D + np.asarray(dv, dtype=float)
+    rhs = np.vstack([Jq @ dq0 + GV @ dv0 + P @ D, Rc_q @ dq0 + gamma_v @ dv0 + Rc_p @ D])
+    dy = -np.linalg.solve(K0, rhs)
+    return dq0, dv0, dy[:n], dy[n:]
 
 
 def init_adjoint(backend, x0: InitialState, p, t0, u0, xbar0):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from .core import reductions as _compiled
+    from .core import reductions as _compiled  # type: ignore[attr-defined]
 except ImportError:          # the core was not built: NumPy's
     _compiled = None
 

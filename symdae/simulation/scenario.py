@@ -11,8 +11,9 @@ import functools
 import math
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -151,12 +152,12 @@ class Scenario:
                     self.scheme)
 
     # ------------------------------------------------------------------ making one
-    def replace(self, **changes) -> "Scenario":
+    def replace(self, **changes) -> Scenario:
         """A copy with some fields changed (validated again)."""
         return Scenario.make(self, **changes)
 
     @classmethod
-    def make(cls, scenario: "Scenario | Mapping | None" = None, **changes) -> "Scenario":
+    def make(cls, scenario: Scenario | Mapping | None = None, **changes) -> Scenario:
         """A Scenario from a Scenario, a mapping of its fields (a model file's ``SCENARIO``) or
         nothing, with ``changes`` (fields) applied on top."""
         if isinstance(scenario, Scenario) and not changes:

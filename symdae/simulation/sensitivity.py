@@ -67,7 +67,7 @@ def directions(system, which) -> np.ndarray:
 
 def sweep_data(system, traj):
     """The sweep data a derivative sweep needs from ``traj``, checked to belong to ``system``."""
-    sw = getattr(traj, "_sweep", None)
+    sw = getattr(traj, "sweep", None)
     if sw is None:
         raise InputError("this trajectory carries no sweep data; simulate it with this system")
     if traj.q.shape[1] != system.model.n or sw.forward.p.shape[0] != system.sizes.n_p:

@@ -145,9 +145,12 @@ class System:
                 **fields) -> PreparedRun:
         """The parameter-free part of runs of ``scenario`` (its grid and inputs), worked out once
         for runs at many parameter values (:class:`~symdae.simulation.prepared.PreparedRun`).
-        A PreparedRun of this system passes through."""
-        if isinstance(scenario, PreparedRun) and not fields:
-            return scenario
+        A PreparedRun of this system passes through; with ``fields`` its scenario is prepared
+        again with them."""
+        if isinstance(scenario, PreparedRun):
+            if not fields:
+                return scenario
+            scenario = scenario.scenario
         sc = Scenario.make(scenario, **fields)
         # the grid's arrays: t and the inputs (a run's own are checked when it runs)
         MemoryEstimate("the time grid and the inputs on it", sc.n_steps + 1,
@@ -248,7 +251,7 @@ class System:
             outputs={name: S[:, j] for j, name in enumerate(names["outputs"])},
             counters=counters, params=params, scenario=scenario,
             coordinate_names=list(names["coordinates"]),
-            multiplier_names=list(names["multipliers"]), wall_time=wall_time, _sweep=sweep)
+            multiplier_names=list(names["multipliers"]), wall_time=wall_time, sweep=sweep)
 
     def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
         """The states are finite (the sweep checks them); an output expression may not be."""

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..atomic import atomic_path, write_columns
 from ..errors import InputError, UnknownNameError
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
 
 __all__ = ["Trajectory"]
 
@@ -29,6 +33,10 @@ class Trajectory:
         (symdae/simulation/switches.py)
     params : {name: value} used for this run
     scenario : the :class:`~symdae.simulation.scenario.Scenario` it ran (h, alpha, t0, ...)
+    sweep : what the forward sweep left for the tangent and adjoint sweeps of this run
+        (:class:`~symdae.simulation.system.SweepData`: ``forward``, the backend's
+        ``ForwardResult``, and ``x0``, the initial state), None for a trajectory made
+        without a sweep
     """
 
     t: np.ndarray
@@ -39,17 +47,17 @@ class Trajectory:
     outputs: dict
     counters: dict
     params: dict
-    scenario: object
+    scenario: Scenario
     coordinate_names: list
     wall_time: float = 0.0
     multiplier_names: list | None = None   # the model's names (lambda_0, ... if None)
-    _sweep: object = field(default=None, repr=False)  # data the sensitivity sweeps reuse
+    sweep: Any = field(default=None, repr=False)  # SweepData (system.py imports this module)
 
     @property
     def w(self) -> np.ndarray | None:
         """The scheme's algorithmic accelerations (N+1, n) (symdae/simulation/core/scheme.pxd):
         an approximation of q'' at t_i + alpha h; for hht-paper the same array as ``a``."""
-        fwd = getattr(self._sweep, "forward", None)
+        fwd = getattr(self.sweep, "forward", None)
         if fwd is None:
             return None
         return fwd.a if fwd.w is None else fwd.w

@@ -177,13 +177,13 @@ print(json.dumps({"cache_hit": system.build_info["cache_hit"], "key": system.bui
 '''
 
 
-def start_worker(tmp_path, cache, barrier, ident, parties, name, seed):
+def start_worker(tmp_path, cache, barrier, ident, parties, name, seed, env=None):
     script = tmp_path / "worker.py"
     if not script.exists():
         script.write_text(WORKER)
     # the symdae under test, not an installed one (its cache key may differ)
     env = dict(os.environ, PYTHONHASHSEED=str(seed),
-               PYTHONPATH=str(Path(symdae.__file__).resolve().parents[1]))
+               PYTHONPATH=str(Path(symdae.__file__).resolve().parents[1]), **(env or {}))
     env.pop("SYMDAE_CACHE_DIR", None)
     return subprocess.Popen([sys.executable, str(script), str(cache), str(barrier), ident,
                              str(parties), name], stdout=subprocess.PIPE,
@@ -211,18 +211,29 @@ def test_two_processes_compile_at_once(tmp_path):
 
 
 def test_killed_build_is_never_loaded(tmp_path):
+    """A build killed while its C compiler runs leaves only its temporary folder, which the next
+    build neither loads nor keeps. The compiler is a stand-in that says it started and then
+    waits when asked to compile, so the kill lands inside the compile whatever the machine's
+    load."""
     cache, barrier = tmp_path / "cache", tmp_path / "barrier"
     barrier.mkdir()
+    started = tmp_path / "compiler-started"
+    compiler = tmp_path / "slow-cc"
+    real = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler.write_text(f"#!/bin/sh\ncase \" $* \" in *\" -c \"*) touch '{started}'; "
+                        f"exec sleep 300;; esac\nexec {real} \"$@\"\n")
+    compiler.chmod(0o755)
     model = make_model("kill_probe")
     dirname, modname = build.build_name(model.name, build.cache_key(model.definition()))
-    proc = start_worker(tmp_path, cache, barrier, "0", 1, "kill_probe", 0)
+    proc = start_worker(tmp_path, cache, barrier, "0", 1, "kill_probe", 0,
+                        env={"CC": str(compiler)})
     try:
         deadline = time.time() + 120
-        while not list(cache.glob(f".tmp-{dirname}-*/{modname}.pyx")):
+        while not started.exists():
             assert proc.poll() is None, proc.communicate()[1]
-            assert time.time() < deadline, "the worker never started its build"
+            assert time.time() < deadline, "the worker never started its compiler"
             time.sleep(0.01)
-        time.sleep(0.3)                           # Cython / the C compiler are running now
+        assert list(cache.glob(f".tmp-{dirname}-*/{modname}.pyx"))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)       # the worker and its compiler child
         proc.communicate()

@@ -2,8 +2,9 @@
 per-user cache (never into its own folder), cache folders with odd names work, bad cache folders
 and model files that import what is not installed give clear errors, ``symdae --version``.
 
-.ci/run builds the sdist, the wheel from that sdist, installs the wheel into a fresh virtual
-environment and runs this suite there too, from a folder without the source tree."""
+.ci/run builds the sdist and the wheel from that sdist, which the first test here reads
+(``SYMDAE_WHEEL``), and installs the wheel into a fresh virtual environment, where
+tests/installed runs from a folder without the source tree."""
 from __future__ import annotations
 
 import glob

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import symdae
+from symdae.analysis.quadrature import quadrature_weights
 from symdae.costs.base import CostSum
 from symdae.costs.time_domain import LeastSquares, OutputIntegral
-from symdae.analysis.quadrature import quadrature_weights
 from symdae.data.measurement import Measurement
 from symdae.errors import DataError
 

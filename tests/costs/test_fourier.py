@@ -15,8 +15,8 @@ import pytest
 from scipy.signal import get_window
 
 import symdae
-from symdae.costs.frequency import KINDS, FourierCost
 from symdae.costs.fourier import Line, Window, band_lines, fourier_coefficients
+from symdae.costs.frequency import KINDS, FourierCost
 from symdae.costs.windows import window_shape
 from symdae.data.measurement import Measurement
 from symdae.errors import DataError, InputError

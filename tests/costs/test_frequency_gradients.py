@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 import symdae
-from symdae.costs.frequency import KINDS, FourierCost
 from symdae.costs.fourier import Window
+from symdae.costs.frequency import KINDS, FourierCost
 from symdae.data.measurement import Measurement
 from symdae.simulation.sensitivity import adjoint_gradient, tangent
 
@@ -59,7 +59,7 @@ CASES = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(name: str):
     model, _ = symdae.load_model(name)
     return symdae.compile_model(model)
@@ -92,7 +92,7 @@ def steps(case: Case) -> tuple:
     return (5e-4, 2.5e-4, case.fd)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sweeps(case: Case) -> Sweeps:
     system = compiled(case.model)
     names = system.model.parameter_names

@@ -17,8 +17,8 @@ from scipy.optimize import brentq
 from symdae.costs.order_tracking import SpeedTrace, tacho_pulses
 from symdae.costs.orders import OrderAnalysis, OrderCost, RunUp
 from symdae.data.measurement import Measurement
-from symdae.errors import DataError, InputError
 from symdae.data.readers import Channel
+from symdae.errors import DataError, InputError
 
 RAMP = RunUp(1000.0, 3000.0, 0.0, 2.0)        # 1000 rpm/s
 H = 1e-5
@@ -73,7 +73,7 @@ def test_angle_window_spans_whole_cycles_of_angle():
 
 def _pulse_times(ppr):
     n = int(RAMP.angle(2.0) * ppr / (2 * np.pi))
-    return np.array([0.0] + [brentq(lambda s: RAMP.angle(s) - 2 * np.pi * k / ppr, 0.0, 2.0,
+    return np.array([0.0] + [brentq(lambda s, k=k: RAMP.angle(s) - 2 * np.pi * k / ppr, 0.0, 2.0,
                                     xtol=1e-15) for k in range(1, n + 1)])
 
 

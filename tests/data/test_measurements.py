@@ -12,9 +12,9 @@ import re
 import numpy as np
 import pytest
 
-from symdae.errors import DataError, InputError
 from symdae.data.readers import Channel, Recording, read_csv, read_recording
 from symdae.data.units import ChannelMap, ChannelSpec, parse_unit, unit_factor
+from symdae.errors import DataError, InputError
 
 
 # ---------------------------------------------------------------------------- units
@@ -414,8 +414,8 @@ def test_command_line_data_loading(tmp_path):
     offset); a plain .csv without --channels keeps the old reader (now BOM-tolerant)."""
     from types import SimpleNamespace
 
+    from symdae.cli.measurement import load_data, parse_tacho
     from symdae.data.measurement import Measurement
-    from symdae.cli.measurement import parse_tacho, load_data
     from symdae.simulation.scenario import Scenario
 
     tf = np.arange(0.0, 1.2, 1e-4)

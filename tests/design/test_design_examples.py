@@ -14,8 +14,13 @@ import pytest
 import symdae
 from symdae import identify
 from symdae.design.problem import DesignProblem
-from symdae.design.study import (compare_monte_carlo, input_experiments, model_design,
-                                 rms_error_scan, study_inputs)
+from symdae.design.study import (
+    compare_monte_carlo,
+    input_experiments,
+    model_design,
+    rms_error_scan,
+    study_inputs,
+)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 dPsi/dU of the compiled reverse-over-tangent sweep against
 * a complex step through an independent complex HHT forward + tangent sweep (tests/complex_step.py):
   the exact directional derivative of the discrete Psi, to <= 1e-9 relative;
-* the NumPy oracle sweep (dense blocks, symdae/backends/numpy_design.py), to round-off;
+* the NumPy oracle sweep (dense blocks, symdae/simulation/backends/numpy_design.py), to round-off;
 * central finite differences, to their truncation error (<= 1e-6; falling fourfold per halving
   where Psi is not quadratic in U);
 for every criterion with and without end penalty, alpha = 0 and -0.3, on the two-mass
@@ -23,14 +23,13 @@ from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
 import symdae.design.gradients as gradients
-from symdae.analysis.quadrature import quadrature_weights
-from symdae import LeastSquares
-from symdae.design.criteria import CRITERIA
-from symdae.design.problem import DesignProblem
-from symdae.design.gradients import input_gradient
-from symdae.simulation.sensitivity import tangent
-
 from complex_step import ComplexSweeps, criterion_value
+from symdae import LeastSquares
+from symdae.analysis.quadrature import quadrature_weights
+from symdae.design.criteria import CRITERIA
+from symdae.design.gradients import input_gradient
+from symdae.design.problem import DesignProblem
+from symdae.simulation.sensitivity import tangent
 
 EPS_CS = 1e-20
 
@@ -98,7 +97,7 @@ def complex_run(prob: DesignProblem, cs: ComplexSweeps, U, dU):
     """The complex sweeps at U + i eps dU: (outputs, states, sensitivities)."""
     traj = prob.simulate(U, store_factorizations=True)
     tg = tangent(prob.system, traj, prob.free)
-    x0 = traj._sweep.x0
+    x0 = traj.sweep.x0
     dx0 = (tg.dq[0], tg.dv[0], tg.da[0], tg.dlam[0])
     return cs.run(prob.t, prob.scenario.alpha, prob.p, U + 1j * EPS_CS * dU,
                   (x0.q, x0.v, x0.a, x0.lam), dx0, tg.D, prob.scenario.scheme)
@@ -197,7 +196,7 @@ def test_first_order_input_gradient_of_a_least_squares_cost(systems):
         plain = system.simulate(sc.replace(inputs={inp: U}))
         g2 = input_gradient(system, plain, cost.evaluate(system, plain)[1])[:, 0]
         assert np.max(np.abs(g2 - g)) <= 1e-14 * np.max(np.abs(g))
-        x0 = traj._sweep.x0
+        x0 = traj.sweep.x0
         nd0 = np.zeros((system.sizes.n, 0))
         for seed in (1, 2, 3):
             d = direction(sc.n_steps, seed)[:, 0]

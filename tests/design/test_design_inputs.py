@@ -12,10 +12,10 @@ import pytest
 
 import symdae
 from symdae import InputError, NotIdentifiableError, UnknownNameError
-from symdae.design.driver import DesignVariables, design_input
 from symdae.design.criteria import CRITERIA, EigenvalueGapWarning, criterion
-from symdae.design.problem import DesignProblem
+from symdae.design.driver import DesignVariables, design_input
 from symdae.design.input_maps import bound_map, input_basis, knot_basis
+from symdae.design.problem import DesignProblem
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
-"""The second-order kernels of input design (symdae/kernels.py: input_vjp, state_hvp) against an
-independent SymPy derivation: the scalar l = wM.D(Ma)[d] + wG.Dg[d] + wC.DC[d] + wS.Ds[d], the
-directional derivative D taken from the model's Ma, g, C and s themselves (not from the
-Jacobian blocks the kernel differentiates), then its gradient by sympy.diff. Compiled and
-NumPy kernels, random states and weights; models with a state-dependent mass matrix, nonlinear
-constraints with a parameter inside, Q nonlinear in u and p, a fully hoisted u sin(t) term and
-outputs in u and a.
+"""The second-order kernels of input design (symdae/model/kernels.py: input_vjp, state_hvp)
+against an independent SymPy derivation: the scalar
+l = wM.D(Ma)[d] + wG.Dg[d] + wC.DC[d] + wS.Ds[d], the directional derivative D taken from the
+model's Ma, g, C and s themselves (not from the Jacobian blocks the kernel differentiates),
+then its gradient by sympy.diff. Compiled and NumPy kernels, random states and weights; models
+with a state-dependent mass matrix, nonlinear constraints with a parameter inside, Q nonlinear
+in u and p, a fully hoisted u sin(t) term and outputs in u and a.
 """
 from __future__ import annotations
 

@@ -22,8 +22,16 @@ import pytest
 import sympy as sp
 from scipy import linalg
 from scipy.integrate import solve_ivp
-from sympy.physics.mechanics import (LagrangesMethod, Lagrangian, Particle, Point,
-                                     ReferenceFrame, RigidBody, dynamicsymbols, inertia)
+from sympy.physics.mechanics import (
+    LagrangesMethod,
+    Lagrangian,
+    Particle,
+    Point,
+    ReferenceFrame,
+    RigidBody,
+    dynamicsymbols,
+    inertia,
+)
 
 import symdae
 from symdae import Experiment, FourierCost, LeastSquares, Measurement, Window, identify
@@ -31,13 +39,13 @@ from symdae import Experiment, FourierCost, LeastSquares, Measurement, Window, i
 TRUE = {"c_f": 10.0, "d_f": 0.02}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cart():
     model, ns = symdae.load_model("cart_pendula")
     return symdae.compile_model(model), ns
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_equations():
     """M(q) u' = f(t, q, u) of the cart and three rods by LagrangesMethod, and its parameters."""
     x, p1, p2, p3 = qs = dynamicsymbols("x p1 p2 p3")
@@ -164,7 +172,7 @@ def experiment(domain: str, d_c: float):
     return Experiment(system, cost, sc, params={"d_c": d_c}, name=f"{domain}-dc{d_c:g}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def run(domain: str, d_c: float):
     _, ns = cart()
     return identify(experiment(domain, d_c), ns["FREE"], ns["START"], method="BFGS",

@@ -42,6 +42,9 @@ def check_claims(page: str, ns: dict) -> None:
     elif page == "guide/identification.rst":
         assert ns["res"].success and ns["res"].statistics is not None
         assert ns["res"].values["c2"] == pytest.approx(1100.0, rel=1e-3)
+        # multiple shooting from p0 = 50: the gaps closed, the answer single shooting's
+        assert ns["multi"].success and ns["multi"].shooting.max_gap <= 1e-10
+        assert ns["multi"].shooting.state_sources == {"experiment": "data"}
     elif page == "guide/models.rst":
         assert ns["traj"].t[-1] == pytest.approx(2.0)
     elif page == "guide/gradients.rst":

@@ -16,8 +16,16 @@ import pytest
 import scipy.linalg
 
 import symdae
-from symdae import (Experiment, Measurement, PODCost, adjoint_gradient, linearise,
-                    natural_modes, pod, tangent)
+from symdae import (
+    Experiment,
+    Measurement,
+    PODCost,
+    adjoint_gradient,
+    linearise,
+    natural_modes,
+    pod,
+    tangent,
+)
 from symdae.costs.time_domain import LeastSquares
 from symdae.identification.gridsearch import refine, scan
 

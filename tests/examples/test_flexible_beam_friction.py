@@ -21,7 +21,7 @@ from symdae import Experiment, LeastSquares, Measurement, identify
 from symdae.simulation.sensitivity import adjoint_gradient, tangent
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def beams():
     model, ns = symdae.load_model("flexible_beam")
     friction = symdae.compile_model(ns["model_friction"])

@@ -72,7 +72,7 @@ def test_counts_and_constraint_rank(system, runs):
                                                  tr.lam[i], params=RUNUP), system.sizes)
         sv = np.linalg.svd(jac["Cq"], compute_uv=False)
         assert sv[-1] > 1e-3 * sv[0]                        # rank 16: 26 - 16 = 10 DOF
-    assert tr._sweep.x0.massless == (23, 24)                # the two Maxwell nodes
+    assert tr.sweep.x0.massless == (23, 24)                # the two Maxwell nodes
 
 
 def test_constraints_and_pistons_along_the_run(runs):
@@ -294,8 +294,8 @@ def test_command_line_orders_from_an_mdf4_recording(system, tmp_path):
     asammdf = pytest.importorskip("asammdf")
     from scipy.signal import resample_poly
 
-    from symdae.data.alignment import AlignmentWarning
     from symdae.cli.main import main
+    from symdae.data.alignment import AlignmentWarning
 
     offset, h_data = 0.05, 2.5e-5
     truth = system.simulate(MINI_RUN.replace(t_end=0.45), params=MINI)

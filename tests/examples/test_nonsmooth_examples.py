@@ -26,7 +26,7 @@ TRUTH = {"mu": 0.3, "k": 100.0}
 HS = np.array([8e-3, 4e-3, 2e-3, 1e-3, 5e-4])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def belt():
     model, ns = symdae.load_model("belt_friction")
     return symdae.compile_model(model), symdae.compile_model(ns["model_sign"]), ns

@@ -35,3 +35,11 @@ def test_the_links_into_the_documentation_resolve():
     assert len(links) >= 15
     missing = [link for link in links if not (root / link).exists()]
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def test_ci_runs_the_readme_s_test_command():
+    """.ci/run runs the suite by the command the README gives (CI proves what readers run)."""
+    (command,) = re.findall(r"&& (python -m pytest[^\n]*)", README.read_text())
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert any(line.strip().endswith(command) for line in ci.splitlines()
+               if not line.lstrip().startswith("#")), command

@@ -20,9 +20,18 @@ from scipy.integrate import solve_ivp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae import (Experiment, InputError, LeastSquares, NotIdentifiableError, Scenario,
-                    UnknownNameError, fisher_information, identification_statistics,
-                    identify, output_sensitivities)
+from symdae import (
+    Experiment,
+    InputError,
+    LeastSquares,
+    NotIdentifiableError,
+    Scenario,
+    UnknownNameError,
+    fisher_information,
+    identification_statistics,
+    identify,
+    output_sensitivities,
+)
 from symdae.identification.fisher import noise_covariance
 
 # ---------------------------------------------------------------------------- regression model

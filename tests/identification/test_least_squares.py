@@ -15,8 +15,17 @@ import numpy as np
 import pytest
 
 import symdae
-from symdae import (Experiment, InputError, LeastSquares, Measurement, OutputIntegral, Scenario,
-                    SimulationError, evaluate_many, identify)
+from symdae import (
+    Experiment,
+    InputError,
+    LeastSquares,
+    Measurement,
+    OutputIntegral,
+    Scenario,
+    SimulationError,
+    evaluate_many,
+    identify,
+)
 from symdae.identification.least_squares import residuals_and_jacobian
 
 TRUTH_OSC = {"c": 40.0, "d": 0.4}
@@ -205,12 +214,12 @@ def test_the_jacobian_reuses_the_trajectory_of_the_residuals(osc_experiment):
     w = np.array([1.1, 0.9])
     res.residuals(w)
     (traj,) = [r.trajectory for r in res._results]
-    assert traj._sweep.forward.saved is None
+    assert traj.sweep.forward.saved is None
     J = res.jacobian(w)
     assert res.simulations == 1 and res.jacobians == 1
     stored = experiment_residuals(osc_experiment, res.physical(w), ["c", "d"],
                                   store_factorizations=True)
-    assert stored.trajectory._sweep.forward.saved is not None
+    assert stored.trajectory.sweep.forward.saved is not None
     assert np.array_equal(J, stored.jacobian() * np.array([28.0, 0.6]))
     _, J_fresh = residuals_and_jacobian([osc_experiment], ["c", "d"], res.physical(w))
     assert np.array_equal(J, J_fresh * np.array([28.0, 0.6]))

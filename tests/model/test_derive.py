@@ -15,8 +15,8 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import symdae
-from symdae.model.kernels import KERNEL_NAMES, Sizes, kernel_expressions, layout
 from symdae.errors import ModelError
+from symdae.model.kernels import KERNEL_NAMES, Sizes, kernel_expressions, layout
 
 
 def assert_equal(derived, hand, what: str) -> None:

@@ -16,17 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from test_kernel_spec import check_declared_time_terms, check_time_terms_are_all_of_them
+from test_kernels import MODELS, case, central, check_against_reference
 
 import symdae
 from symdae.compilation.cache import build_cached, cache_key
 from symdae.model.emit import ColumnPass, color_columns, emit_cython, use_graph
-from symdae.model.graph_kernels import COLUMN_KERNELS
 from symdae.model.graph import adjoint, straight_line, tangent
+from symdae.model.graph_kernels import COLUMN_KERNELS
 from symdae.model.kernels import KERNELS
 from symdae.simulation.backends.compiled import CompiledBackend
-
-from test_kernel_spec import check_declared_time_terms, check_time_terms_are_all_of_them
-from test_kernels import MODELS, case, central, check_against_reference
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -45,7 +44,7 @@ def backend_in_form(model, graph: bool = True) -> CompiledBackend:
     return CompiledBackend(module)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def graph_case(name: str) -> CompiledBackend:
     return backend_in_form(case(name).model)
 
@@ -94,7 +93,7 @@ def test_tangent_and_adjoint_are_the_chain_rule():
                                                   sp.expand(w * inner * x)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cart_pendulum(n: int):
     sys.path.insert(0, str(BENCH))
     try:
@@ -104,9 +103,21 @@ def cart_pendulum(n: int):
     return pendulum_on_cart(n)
 
 
+@functools.cache
+def cart_derived(n: int):
+    """The n-link cart's DerivedSystem, derived once for the cases that read it."""
+    return symdae.derive(cart_pendulum(n))
+
+
+@functools.cache
+def cart_graph_source(n: int) -> str:
+    """The n-link cart's module text in graph form, emitted once for the cases that read it."""
+    return emit_cython(cart_derived(n), graph=True)
+
+
 def test_cart_pendulum_takes_graph_kernels_whose_jacobians_match_fd():
     model = cart_pendulum(5)
-    assert use_graph(symdae.derive(model))
+    assert use_graph(cart_derived(5))
     system = symdae.compile_model(model)
     k = system.backend
     n, n_p = model.n, len(model.parameters)
@@ -143,8 +154,7 @@ def test_graph_modules_refresh_later_and_run_the_same_scheme():
     adjoint gradient equals its tangent one to round-off."""
     from symdae.costs.time_domain import LeastSquares
     from symdae.model.emit import REFRESH_HORIZON, REFRESH_HORIZON_GRAPH
-    from symdae.simulation.sensitivity import adjoint_gradient
-    from symdae.simulation.sensitivity import tangent as tangent_sweep
+    from symdae.simulation.sensitivity import adjoint_gradient, tangent as tangent_sweep
     from symdae.simulation.system import System
 
     model = cart_pendulum(5)
@@ -294,7 +304,7 @@ def test_many_small_rows_keep_tree_kernels():
     ds = symdae.derive(chain(80))
     assert tree_size(list(ds.Ma) + list(ds.g) + list(ds.C) + list(ds.s)) > GRAPH_MIN_NODES
     assert not use_graph(ds)
-    assert use_graph(symdae.derive(cart_pendulum(5)))
+    assert use_graph(cart_derived(5))
 
 
 def test_a_banded_newton_matrix_takes_the_same_calls_at_any_size():
@@ -380,7 +390,7 @@ def test_program_kernels_share_the_residual_program():
     calls that instead of holding a copy (on the 5-link cart pendulum: every derivative
     kernel), one that needs little keeps its own few assignments; the values are checked in
     test_graph_kernels_equal_tree_kernels and against finite differences above."""
-    source = emit_cython(symdae.derive(cart_pendulum(5)), graph=True)
+    source = cart_graph_source(5)
     assert source.count("static void _k_primal(") == 1
     for k in ("residual", "state_jvp", "param_jvp", "state_vjp", "param_vjp", "state_hvp",
               "residual_partials"):
@@ -396,7 +406,7 @@ def test_the_newton_matrix_takes_one_vector_call():
     kernels in test_graph_kernels_equal_tree_kernels."""
     from symdae.model.emit import MAX_LANES
 
-    source = emit_cython(symdae.derive(cart_pendulum(5)), graph=True)
+    source = cart_graph_source(5)
     heads = {m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4))) for m in re.finditer(
         r"// kernel (\w+): (\d+) call\(s\) of dir_residual, (\d+) column group\(s\) in (\d+) "
         r"lanes", source)}
@@ -480,7 +490,7 @@ def test_the_column_kernels_seed_a_column_in_the_same_lane():
     their columns (so the vector dir_residual's statements keep narrow lane ranges), in as
     few calls as filling the lanes in order; the emitted dir_residual's loops stay within the
     lanes and some are narrower."""
-    source = emit_cython(symdae.derive(cart_pendulum(5)), graph=True)
+    source = cart_graph_source(5)
     body = source[source.index("// kernel dir_residual"):source.index("// kernel gdot")]
     lanes = int(re.search(r"(\d+) lanes", body).group(1))
     loops = re.findall(r"for \(c = (\d+); c < (\d+); c\+\+\)", body)
@@ -511,7 +521,7 @@ def test_the_vector_program_for_avx2_computes_the_same_numbers():
     from symdae.compilation.cache import vector_extension
 
     model = cart_pendulum(5)
-    ds = symdae.derive(model)
+    ds = cart_derived(5)
     source = emit_cython(ds, graph=True, vector="avx2")
     body = source[source.index("// kernel dir_residual"):source.index("// kernel gdot")]
     assert source.count('__attribute__((target("avx2")))') == body.count("static void "

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import symdae
-from symdae.model import kernels
 from symdae._version import ABI_VERSION
 from symdae.errors import InputError, UnknownNameError
-from symdae.model.kernels import KERNELS, KERNEL_NAMES, Sizes, layout, pack_weights, split
+from symdae.model import kernels
+from symdae.model.kernels import KERNEL_NAMES, KERNELS, Sizes, layout, pack_weights, split
 
 CORE = Path(symdae.__file__).parent / "simulation" / "core"
 

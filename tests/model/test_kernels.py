@@ -33,10 +33,9 @@ import pytest
 import sympy as sp
 
 import symdae
-from symdae.simulation.backends.numpy import NumpyBackend, lambdify_flat
+from symdae.model.kernels import KERNELS, kernel_expressions, pack_weights, split, weight_size
 from symdae.model.roundoff import magnitude
-from symdae.model.kernels import (KERNELS, kernel_expressions, pack_weights, split,
-                            weight_size)
+from symdae.simulation.backends.numpy import NumpyBackend, lambdify_flat
 
 MODELS = ["oscillator", "engine_mount", "pendulum", "slider_crank", "spring_chain"]
 CONSTRAINED = ["engine_mount", "pendulum", "slider_crank"]
@@ -158,7 +157,7 @@ class Case:
         return np.column_stack(cols)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(name: str) -> Case:
     return Case(name)
 
@@ -223,10 +222,10 @@ def test_jacobians_match_fd_of_residual(name):
         JM, JG, GV, Cq = J["JM"], J["JG"], J["GV"], J["Cq"]
         F = c.mag("residual", st)
         sq, sv = c.s("q", st), c.s("v", st)
-        fq = central(lambda q: c.k("residual", at(st, q=q)), st.q, DELTA * sq)
+        fq = central(lambda q, st=st: c.k("residual", at(st, q=q)), st.q, DELTA * sq)
         check_fd(np.vstack([JM, JG, Cq]), fq, F, sq, f"{name} jacobians [J_M; J_G; C_q] vs "
                  f"d(residual)/dq at {st.label}", res_rows(c), labels("q", n))
-        fv = central(lambda v: c.k("residual", at(st, v=v)), st.v, DELTA * sv)
+        fv = central(lambda v, st=st: c.k("residual", at(st, v=v)), st.v, DELTA * sv)
         check_fd(np.vstack([np.zeros((n, n)), GV, np.zeros((m, n))]), fv, F, sv,
                  f"{name} jacobians [0; G_V; 0] vs d(residual)/dv at {st.label}",
                  res_rows(c), labels("v", n))
@@ -243,7 +242,7 @@ def test_newton_matches_fd_of_hht_residual(name, wset):
     c_m, c_q, c_v = w
     for st in c.states:
         K = c.k("newton", st, w=w).reshape(n + m, n + m)
-        def R(y):
+        def R(y, st=st):
             # q = q_pred + c_q a with q_pred = q - c_q a_0, written so that no rounding of
             # the (possibly large) c_q a enters q
             a, lam = y[:n], y[n:]
@@ -277,13 +276,13 @@ def test_newton_initialisation_matrix_matches_fd(name):
         K = c.k("newton", st, w=np.array([1.0, 0.0, 0.0])).reshape(n + m, n + m)
         F = c.mag("residual", st)
         sa, sl, sq = c.s("a", st), c.s("lam", st), c.s("q", st)
-        fa = central(lambda a: c.k("residual", at(st, a=a)), st.a, DELTA * sa)
+        fa = central(lambda a, st=st: c.k("residual", at(st, a=a)), st.a, DELTA * sa)
         check_fd(K[:n, :n], fa[:n], F[:n], sa, f"{name} newton(1,0,0) M vs d(Ma)/da at "
                  f"{st.label}", labels("Ma", n), labels("a", n))
-        fl = central(lambda lam: c.k("residual", at(st, lam=lam)), st.lam, DELTA * sl)
+        fl = central(lambda lam, st=st: c.k("residual", at(st, lam=lam)), st.lam, DELTA * sl)
         check_fd(K[:n, n:], fl[n:2 * n], F[n:2 * n], sl, f"{name} newton(1,0,0) C_q^T vs "
                  f"dg/dlam at {st.label}", labels("g", n), labels("lam", m))
-        fq = central(lambda q: c.k("residual", at(st, q=q)), st.q, DELTA * sq)
+        fq = central(lambda q, st=st: c.k("residual", at(st, q=q)), st.q, DELTA * sq)
         check_fd(K[n:, :n], fq[2 * n:], F[2 * n:], sq, f"{name} newton(1,0,0) C_q vs dC/dq at "
                  f"{st.label}", labels("C", m), labels("q", n))
         assert np.all(K[n:, n:] == 0), f"{name} newton(1,0,0): constraint-multiplier block not 0"
@@ -296,7 +295,7 @@ def test_param_jacobians_match_fd_of_residual(name):
     for st in c.states:
         P = np.vstack(list(c.b("param_jacobians", st).values()))
         sp_ = c.s("p", st)
-        fp = central(lambda p: c.k("residual", at(st, p=p)), st.p, DELTA * sp_)
+        fp = central(lambda p, st=st: c.k("residual", at(st, p=p)), st.p, DELTA * sp_)
         check_fd(P, fp, c.mag("residual", st), sp_, f"{name} param_jacobians vs "
                  f"d(residual)/dp at {st.label}", res_rows(c), c.model.parameter_names)
 
@@ -314,7 +313,7 @@ def test_output_jvp_matches_fd_of_outputs(name):
         x0 = np.concatenate([st.q, st.v, st.a, st.lam])
         sx = np.concatenate([c.s("q", st), c.s("v", st), c.s("a", st), c.s("lam", st)])
 
-        def s_of_x(x):
+        def s_of_x(x, st=st):
             return c.k("outputs", at(st, q=x[:n], v=x[n:2 * n], a=x[2 * n:3 * n],
                                      lam=x[3 * n:]))
 
@@ -322,7 +321,7 @@ def test_output_jvp_matches_fd_of_outputs(name):
         check_fd(Sx, central(s_of_x, x0, DELTA * sx), F, sx, f"{name} output_jvp "
                  f"ds/dx vs FD at {st.label}", c.model.output_names, cols)
         sp_ = c.s("p", st)
-        fp = central(lambda p: c.k("outputs", at(st, p=p)), st.p, DELTA * sp_)
+        fp = central(lambda p, st=st: c.k("outputs", at(st, p=p)), st.p, DELTA * sp_)
         check_fd(Sp, fp, F, sp_, f"{name} output_jvp ds/dp vs FD at {st.label}",
                  c.model.output_names, c.model.parameter_names)
 
@@ -341,7 +340,8 @@ def test_state_and_param_jvp_match_fd_of_residual(name):
             J = c.jvp_matrix(kern, st, block, k)
             sc = c.s(kind, st)
             x = getattr(st, kind)
-            fd = central(lambda y: c.k("residual", at(st, **{kind: y})), x, DELTA * sc)
+            fd = central(lambda y, st=st, kind=kind: c.k("residual", at(st, **{kind: y})), x,
+                         DELTA * sc)
             check_fd(J, fd, F, sc, f"{name} {kern} along {block} vs d(residual)/d{kind} at "
                      f"{st.label}", res_rows(c), labels(kind, k))
 
@@ -391,7 +391,7 @@ def test_initial_state_jacobian_matches_fd(name):
     for st in c.states:
         J = np.vstack(list(c.b("initial_state_jacobian", st).values()))
         sp_ = c.s("p", st)
-        fp = central(lambda p: c.k("initial_state", at(st, p=p)), st.p, DELTA * sp_)
+        fp = central(lambda p, st=st: c.k("initial_state", at(st, p=p)), st.p, DELTA * sp_)
         check_fd(J, fp, c.mag("initial_state", st), sp_, f"{name} initial_state_jacobian vs "
                  f"FD at {st.label}", labels("q0_", n) + labels("v0_", n),
                  c.model.parameter_names)
@@ -416,7 +416,7 @@ def test_constraint_velocity_matches_fd_of_constraints(name):
     for st in c.states:
         T = _time_scale(c, st, with_a=False)
 
-        def C_along(x):
+        def C_along(x, st=st):
             tau = x[0]
             return c.k("residual", at(st, t=st.t + tau, q=st.q + tau * st.v))[2 * n:]
 
@@ -448,7 +448,7 @@ def test_acceleration_constraint_matches_fd(name):
         # gamma: time derivative of cdot along the motion
         T = _time_scale(c, st, with_a=True)
 
-        def cdot_along(x):
+        def cdot_along(x, st=st):
             tau = x[0]
             return c.k("constraint_velocity",
                        at(st, t=st.t + tau, q=st.q + tau * st.v, v=st.v + tau * st.a))
@@ -458,13 +458,13 @@ def test_acceleration_constraint_matches_fd(name):
                  np.array([T]), f"{name} acceleration_constraint C_q a + gamma vs d(cdot)/dt "
                  f"at {st.label}", labels("Rc", m), ["t"])
         sq, sv, sp_ = c.s("q", st), c.s("v", st), c.s("p", st)
-        check_fd(Rc_q, central(lambda q: Rc(at(st, q=q)), st.q, DELTA * sq), F, sq,
+        check_fd(Rc_q, central(lambda q, st=st: Rc(at(st, q=q)), st.q, DELTA * sq), F, sq,
                  f"{name} acceleration_constraint dRc/dq vs FD at {st.label}",
                  labels("Rc", m), labels("q", n))
-        check_fd(gamma_v, central(lambda v: Rc(at(st, v=v)), st.v, DELTA * sv), F, sv,
+        check_fd(gamma_v, central(lambda v, st=st: Rc(at(st, v=v)), st.v, DELTA * sv), F, sv,
                  f"{name} acceleration_constraint dgamma/dv vs FD at {st.label}",
                  labels("Rc", m), labels("v", n))
-        check_fd(Rc_p, central(lambda p: Rc(at(st, p=p)), st.p, DELTA * sp_), F, sp_,
+        check_fd(Rc_p, central(lambda p, st=st: Rc(at(st, p=p)), st.p, DELTA * sp_), F, sp_,
                  f"{name} acceleration_constraint dRc/dp vs FD at {st.label}",
                  labels("Rc", m), c.model.parameter_names)
 

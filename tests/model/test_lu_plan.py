@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import symdae
-from symdae.model import emit
-from symdae.model import lu_plan
+from symdae.model import emit, lu_plan
 from symdae.model.lu_plan import lu_lines, plan_lu, solve_block_lines
 
 

@@ -188,13 +188,13 @@ def test_the_derivative_sweeps_read_the_state_terms_the_forward_sweep_kept(name)
     sc = symdae.Scenario(t_end=0.3, h=1e-3, alpha=-0.1)
     plain = system.simulate(sc)
     kept = system.simulate(sc, keep_time_terms=True)
-    ST = kept._sweep.forward.saved[3]
+    ST = kept.sweep.forward.saved[3]
     assert ST.shape == (sc.n_steps + 1, system.sizes.n_st)
     # the memory estimate (checkpoint plans, MemoryEstimate) counts what is kept
-    kept_bytes = sum(x.nbytes for x in kept._sweep.forward.saved if x is not None)
+    kept_bytes = sum(x.nbytes for x in kept.sweep.forward.saved if x is not None)
     assert kept_bytes == (sc.n_steps + 1) * system.sizes.kept_term_bytes
     np.testing.assert_array_equal(kept.q, plain.q)
-    dS = np.zeros_like(plain._sweep.forward.S)
+    dS = np.zeros_like(plain.sweep.forward.S)
     dS[:, 0] = np.linspace(-1.0, 1.0, sc.n_steps + 1)
     g_plain = symdae.adjoint_gradient(system, plain, dS)
     g_kept = symdae.adjoint_gradient(system, kept, dS)

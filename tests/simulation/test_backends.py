@@ -91,8 +91,8 @@ def test_numpy_backend_reproduces_the_compiled_sweeps(name):
     assert gscale > 0 and np.max(np.abs(gc - gn)) <= 1e-8 * gscale, (name, gc, gn)
 
     # the NumPy derivative sweeps on the compiled trajectory: the same numbers to round-off
-    fwd = dataclasses.replace(tc._sweep.forward, saved=None)
-    shared = dataclasses.replace(tc, _sweep=dataclasses.replace(tc._sweep, forward=fwd))
+    fwd = dataclasses.replace(tc.sweep.forward, saved=None)
+    shared = dataclasses.replace(tc, sweep=dataclasses.replace(tc.sweep, forward=fwd))
     g_shared = adjoint_gradient(oracle, shared, dSc)
     assert np.max(np.abs(g_shared - gc)) <= 1e-10 * gscale, (name, gc, g_shared)
     dc, dn = tangent(compiled, tc, free), tangent(oracle, shared, free)

@@ -8,11 +8,15 @@ import pytest
 
 import symdae
 from symdae import Experiment, LeastSquares, Scenario
-from symdae.simulation.checkpoint import (_checkpoint_bytes, checkpointed_sensitivities,
-                               cost_and_gradient, plan)
-from symdae.simulation.sensitivity import adjoint_gradient
 from symdae.errors import InputError
 from symdae.model.kernels import Sizes
+from symdae.simulation.checkpoint import (
+    _checkpoint_bytes,
+    checkpointed_sensitivities,
+    cost_and_gradient,
+    plan,
+)
+from symdae.simulation.sensitivity import adjoint_gradient
 
 
 def budget_for(system, steps: int, segments: int) -> int:
@@ -129,10 +133,10 @@ def test_a_gradient_factorises_again_instead_of_storing():
     ref = system.simulate(sc)
     cost = LeastSquares({"a1": 1.01 * ref.outputs["a1"]}, ["a1"])
     run = cost_and_gradient(system, sc, cost, ns["START"])
-    fwd = run.trajectory._sweep.forward
+    fwd = run.trajectory.sweep.forward
     assert fwd.saved[0] is None and fwd.saved[2] is not None
     stored = system.simulate(sc, params=ns["START"], store_factorizations=True)
-    assert stored._sweep.forward.saved[0] is not None
+    assert stored.sweep.forward.saved[0] is not None
     J, dS = cost.evaluate(system, stored)
     assert J == run.cost
     np.testing.assert_array_equal(adjoint_gradient(system, stored, dS), run.gradient)

@@ -140,7 +140,7 @@ def test_the_adjoint_sweep_over_stored_states_takes_the_compiled_steps_bit_for_b
     system = symdae.compile_model(model)
     sc = scenario_of(ns, {"scheme": scheme}, steps)
     tr = system.simulate(sc, store_factorizations=store, keep_time_terms=True)
-    fwd = tr._sweep.forward
+    fwd = tr.sweep.forward
     assert (fwd.saved[0] is None) != store
     rng = np.random.default_rng(7)
     dS = rng.standard_normal(fwd.S.shape)
@@ -328,7 +328,7 @@ def tangents_both(system, traj, D, states):
         be.use_compiled_steps = flag
         try:
             runs[flag] = (tangent(system, traj, D, states=states),
-                          be.tangent(traj._sweep.forward, D, zeros, states=False).report)
+                          be.tangent(traj.sweep.forward, D, zeros, states=False).report)
         finally:
             be.use_compiled_steps = True
     return runs[True], runs[False]

@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import maxwell_models
 import symdae
 from symdae.errors import InconsistentInitialStateError, InputError, SingularMatrixError
 from symdae.simulation.initial import initial_state
-
-import maxwell_models
 
 
 def general_path(system, monkeypatch, **kw):

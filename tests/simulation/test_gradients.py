@@ -64,7 +64,7 @@ RATIO = (3.2, 5.0)   # err(delta) / err(delta/2) for an O(delta^2) error: 4
 
 
 # ---------------------------------------------------------------------------- helpers
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(name: str):
     model, _ = symdae.load_model(name)
     return symdae.compile_model(model)
@@ -505,7 +505,7 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
                                  for k in system.model.output_names}, quadrature="trapezoid")
     stored = system.simulate(t_end=T, h=h, alpha=alpha, store_factorizations=True)
     bare = evaluating(store_factorizations=False)
-    assert bare._sweep.forward.saved is None and stored._sweep.forward.saved is not None
+    assert bare.sweep.forward.saved is None and stored.sweep.forward.saved is not None
     for x in ("q", "v", "a", "lam"):                 # the forward path does not depend on it
         np.testing.assert_array_equal(getattr(bare, x), getattr(stored, x))
     J, dPhi = cost.evaluate(system, stored)
@@ -516,7 +516,7 @@ def test_gradient_independent_of_store_factorizations(name, alpha, T, h):
     ds_b = tangent(system, bare, names).ds
     assert np.max(np.abs(ds_b - ds_s)) <= 1e-14 * np.max(np.abs(ds_s))
     kept = evaluating(keep_time_terms=True)
-    saved = kept._sweep.forward.saved
+    saved = kept.sweep.forward.saved
     if system.sizes.n_tau:
         assert saved[0] is None and saved[2].shape == (kept.t.size, system.sizes.n_tau)
     else:

@@ -28,19 +28,22 @@ import sympy as sp
 from scipy.integrate import solve_ivp
 from sympy.physics.mechanics import dynamicsymbols
 
+import maxwell_models
 import symdae
 from symdae.costs.time_domain import LeastSquares
-from symdae.errors import (InconsistentInitialStateError, ModelError, SimulationError,
-                           SingularMatrixError)
+from symdae.errors import (
+    InconsistentInitialStateError,
+    ModelError,
+    SimulationError,
+    SingularMatrixError,
+)
 from symdae.simulation.initial import init_tangent, initial_state
 from symdae.simulation.sensitivity import adjoint_gradient, tangent
-
-import maxwell_models
 
 t = dynamicsymbols._t
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def system(name: str, backend: str = "compiled"):
     factory = {"oscillator": maxwell_models.oscillator, "link": maxwell_models.link,
                "oscillator_mz": lambda: maxwell_models.oscillator(True, "maxwell_oscillator_mz")}

@@ -1,6 +1,6 @@
 """Newton's stopping test on mechanisms that defeat a round-off model scaled by |q|: each of
 these stalled (NewtonError at a residual stuck at its rounding level) before the test took the
-rounding of each residual row from the size of its own terms (symdae/roundoff.py, newton.pxd).
+rounding of each residual row from the size of its own terms (symdae/model/roundoff.py, newton.pxd).
 
 - a Cartesian pendulum whose bob passes (0, 0) (pivot at (0, 1), released horizontally);
 - the same far from the origin (pivot (0, 1000), L = 1000) at h = 1e-6, any rtol;

@@ -28,7 +28,7 @@ FD_TOL = 1e-6
 RATIO = (3.2, 5.0)      # err(delta) / err(delta / 2) for an O(delta^2) error
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(name: str):
     model, ns = symdae.load_model("belt_friction")
     if name == "belt_sign":

@@ -40,6 +40,7 @@ def test_run_of_a_prepared_scenario_is_simulate(oscillator):
         np.testing.assert_array_equal(getattr(run, kind), getattr(ref, kind))
     np.testing.assert_array_equal(run.S, ref.S)
     assert system.prepare(sc, t_end=0.2).scenario.n_steps == 200
+    assert system.prepare(prep, t_end=0.2).scenario == sc.replace(t_end=0.2)
 
 
 def test_the_segmented_runs_take_a_prepared_run(oscillator):

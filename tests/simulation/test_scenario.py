@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import symdae
-from symdae.simulation.scenario import physical_memory
 from symdae import Experiment, LeastSquares, Measurement, Scenario, evaluate_many
 from symdae.errors import InputError
+from symdae.simulation.scenario import physical_memory
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ FIELDS = ("dq", "dv", "da", "dlam", "ds")
 NAMES = ["l1", "l2", "l3", "m2", "k", "th10"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fourbar():
     model, ns = symdae.load_model("fourbar")
     return symdae.compile_model(model), ns

@@ -60,7 +60,7 @@ def both(system, traj, D, states=True):
 
     def sweep():
         return (tangent(system, traj, D, states=states),
-                be.tangent(traj._sweep.forward, D, zeros, states=False).report)
+                be.tangent(traj.sweep.forward, D, zeros, states=False).report)
     try:
         be.use_compiled_steps = True
         written, wrep = sweep()

@@ -53,7 +53,7 @@ def same_run(a, b) -> bool:
 
 
 def table_of(tr):
-    saved = tr._sweep.forward.saved
+    saved = tr.sweep.forward.saved
     return None if saved is None else saved[2]
 
 
@@ -82,7 +82,7 @@ def test_runs_that_read_a_table_are_the_runs_that_evaluate_the_time_terms(system
     table = table_of(runs[0])
     assert table is not None and np.shares_memory(table_of(runs[1]), table)
     assert table.shape == (sc.n_steps + 1, system.sizes.n_tau)
-    assert np.array_equal(table, ref_store._sweep.forward.saved[2])
+    assert np.array_equal(table, ref_store.sweep.forward.saved[2])
     for tr in [first] + runs:
         assert same_run(tr, ref)
         assert tr.counters == ref.counters and tr.counters["compiled_steps"] > 0
@@ -92,7 +92,7 @@ def test_runs_that_read_a_table_are_the_runs_that_evaluate_the_time_terms(system
     # a gradient's forward sweep stores its factorisations beside the table it reads
     stored = system.simulate(sc, params=params, store_factorizations=True)
     assert np.shares_memory(table_of(stored), table)
-    assert stored._sweep.forward.saved[0] is not None
+    assert stored.sweep.forward.saved[0] is not None
     assert same_run(stored, ref_store)
     grad, ds = derivatives(system, stored, free)
     assert np.array_equal(grad, ref_grad) and np.array_equal(ds, ref_ds)

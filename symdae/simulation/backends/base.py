@@ -77,11 +77,15 @@ adjoint(fwd, dPhi, carry=None, last=True, first=True) -> AdjointResult
 
 Both derivative sweeps raise nothing either: their status says whether a Newton matrix was
 singular.
+
+The compiled backend also has ``lapack_threads()``: the context its sweeps (and the design
+sweep of :mod:`symdae.simulation.backends.design`) run in, one BLAS thread where the core
+calls LAPACK.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -169,7 +173,7 @@ class Counters:
                     jacobian_refreshes=self.jacobian_refreshes,
                     newton_restarts=self.newton_restarts, compiled_steps=self.compiled_steps)
 
-    def __add__(self, other: "Counters") -> "Counters":
+    def __add__(self, other: Counters) -> Counters:
         """The counts of two runs one after the other (segments of a checkpointed run)."""
         return Counters(*(a + b for a, b in zip(self.as_dict().values(),
                                                 other.as_dict().values())))
@@ -210,7 +214,7 @@ class ForwardResult:
     lam: np.ndarray
     S: np.ndarray
     report: SweepReport
-    saved: object = None     # backend-specific (stored factorisations, time terms), or None
+    saved: Any = None        # backend-specific (stored factorisations, time terms), or None
     restart: Restart | None = None     # continues the run after its last row (if asked)
     order: np.ndarray | None = None    # the sparse LU's orders (the derivative sweeps reuse them)
     w: np.ndarray | None = None        # algorithmic accelerations (hht-paper: a itself)

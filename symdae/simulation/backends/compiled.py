@@ -37,7 +37,7 @@ _INITIAL_STATE = KERNEL_NAMES.index("initial_state")
 def core_available() -> bool:
     """Is the compiled core importable (was the package built)?"""
     try:
-        from ..core import hht  # noqa: F401
+        from ..core import hht  # type: ignore[attr-defined]  # noqa: F401
     except ImportError:
         return False
     return True
@@ -256,11 +256,11 @@ class CompiledBackend:
             tables.put(key, table)
         # every entry of what is kept is written by the sweep: the factorisations (store), the
         # time terms (store or time_terms, unless the sweep reads a table) and the state terms
-        saved = (pool.empty((rows, nm, nm)) if store else None,
+        saved: tuple = (pool.empty((rows, nm, nm)) if store else None,
                  pool.empty((rows, nm + 1), dtype=np.intc) if store else None,
                  pool.empty((rows, sz.n_tau)) if keep and sz.n_tau and table is None else None,
                  pool.empty((rows, sz.n_st)) if keep and sz.n_st else None)
-        with self._lapack():
+        with self.lapack_threads():
             rep = self.hht.forward(self.kernels, grid.t0, grid.h, N, grid.alpha,
                                     scheme_code(grid.scheme), p_arg, Ufull,
                                     Q, V, A, W, L, S, *saved, float(rtol), int(max_iter), first,
@@ -275,17 +275,16 @@ class CompiledBackend:
             tables.put(key, saved[2].copy())       # (keep: the time terms of every row)
         end = (_restart(A, L, first + N, grid.i0 + N, noise, order)
                if continues and report.ok else None)
+        kept: tuple | None = None
         if any(x is not None for x in saved):
-            saved = saved if first == 0 else tuple(None if x is None else x[first:]
-                                                   for x in saved)
-        else:
-            saved = None
+            kept = saved if first == 0 else tuple(None if x is None else x[first:]
+                                                  for x in saved)
         W = None if W is A else W          # hht-paper: w is a
         if first:
             Ufull, Q, V, A, L, S = (x[first:] for x in (Ufull, Q, V, A, L, S))
             Ufull = np.ascontiguousarray(Ufull)
             W = None if W is None else W[first:]
-        return ForwardResult(grid, p_arg[:sz.n_p], Ufull, Q, V, A, L, S, report, saved, end,
+        return ForwardResult(grid, p_arg[:sz.n_p], Ufull, Q, V, A, L, S, report, kept, end,
                              order, W)
 
     def time_term_table(self, t0: float, h: float, p: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -318,7 +317,7 @@ class CompiledBackend:
         for X, x0 in zip((dQ, dV, dA, dL), dx0):
             X[0, :, :x0.shape[1]] = x0
         dW = _algorithmic(dA, g, 0, dx0, pool)
-        with self._lapack():
+        with self.lapack_threads():
             rep = self.hht.tangent(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), DT, dQ, dV, dA, dW,
@@ -341,7 +340,7 @@ class CompiledBackend:
         dPhi = np.ascontiguousarray(dPhi, dtype=np.float64)
         if dPhi.shape != (g.N + 1, sz.n_s):       # the nogil sweep reads it unchecked
             raise InputError(f"dPhi has shape {dPhi.shape}, expected {(g.N + 1, sz.n_s)}")
-        with self._lapack():
+        with self.lapack_threads():
             rep = self.hht.adjoint(self.kernels, g.t0, g.h, g.N, g.alpha,
                                     scheme_code(g.scheme), self._p(fwd), fwd.U,
                                     *self._states(fwd), *self._saved(fwd), dPhi, state, g.i0,
@@ -353,9 +352,10 @@ class CompiledBackend:
         # views: the state array is this call's own
         return AdjointResult(state[sz.nx + 2 * sz.n:], state[:sz.nx], state, report)
 
-    def _lapack(self):
-        """One BLAS thread while a sweep that calls LAPACK runs (matrices above the core's own
-        dense LU, symdae/simulation/core/dense.pxd); nothing to do for smaller ones."""
+    def lapack_threads(self):
+        """A context manager for a sweep of this backend: one BLAS thread while a sweep that
+        calls LAPACK runs (matrices above the core's own dense LU,
+        symdae/simulation/core/dense.pxd); nothing to do for smaller ones."""
         return (one_blas_thread() if self.sizes.nm > self.hht.DENSE_LU_MAX
                 else contextlib.nullcontext())
 

@@ -14,13 +14,13 @@ i = 1..N, exact for the discrete scheme; ubar[0] = 0 because U_0 is held fixed (
 consistent initial state, whose second derivatives are not generated). With nd = 0 it is the
 first-order input gradient of any output cost.
 
-Two implementations: the compiled sweep ``symdae/simulation/core/design_sweep.pyx`` (step functions in
-``design.pxd``) and a NumPy one (:mod:`symdae.simulation.backends.numpy_design`) with dense Jacobian
-blocks, the test oracle. Neither raises on a singular Newton matrix: the report says so.
+Two implementations: the compiled sweep ``symdae/simulation/core/design_sweep.pyx`` (each
+backward step is ``adjoint.pxd``'s ``state_step``) and a NumPy one
+(:mod:`symdae.simulation.backends.numpy_design`) with dense Jacobian blocks, the test oracle.
+Neither raises on a singular Newton matrix: the report says so.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,15 +81,14 @@ def design_adjoint(backend, fwd: ForwardResult, D: np.ndarray, tangents: Tangent
         from .numpy_design import design_adjoint_numpy
         ubar = design_adjoint_numpy(backend, fwd, D, tangents, dS, ds, dx)
         return DesignSweepResult(ubar, SweepReport("ok"))
-    from ..core import design_sweep
+    from ..core import design_sweep  # type: ignore[attr-defined]
 
     g = fwd.grid
     ubar = np.zeros((N + 1, max(sz.n_u, 1)))
     saved = fwd.saved if fwd.saved is not None else (None, None, None, None)
     p = fwd.p if sz.n_p else np.zeros(1)
     DT = np.ascontiguousarray(D.T) if sz.n_p else np.zeros((nd, 1))
-    lapack = getattr(backend, "_lapack", contextlib.nullcontext)   # one BLAS thread if LAPACK
-    with lapack():
+    with backend.lapack_threads():      # one BLAS thread if the sweep calls LAPACK
         rep = design_sweep.design_adjoint(
             backend.module, g.t0, g.h, N, g.alpha, scheme_code(g.scheme), p, _padded(fwd.U), _padded(fwd.q),
             _padded(fwd.v), _padded(fwd.a), _padded(fwd.lam), *saved, DT,

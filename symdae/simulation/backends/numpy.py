@@ -10,7 +10,7 @@ in a JVP/VJP kernel or a step function shows up as a disagreement.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import sympy as sp
@@ -32,6 +32,9 @@ from .base import (
 )
 
 __all__ = ["NumpyBackend", "lambdify_flat"]
+
+# the arguments of a kernel at one state: t, q, v, a, lam, p, u
+StateArgs = tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 _ARRAYS = ("q", "v", "a", "lam", "p", "u")
 _EPS = np.finfo(float).eps
@@ -107,7 +110,7 @@ class Scheme:
         self.kw = np.array([self.cM, self.s, self.gh])
 
     @classmethod
-    def of(cls, grid: Grid) -> "Scheme":
+    def of(cls, grid: Grid) -> Scheme:
         return cls(grid.h, grid.alpha, grid.scheme)
 
 
@@ -119,7 +122,9 @@ class NumpyBackend:
     def __init__(self, derived: DerivedSystem):
         self.derived = derived
         self.sizes = Sizes.of(derived.sizes)
-        self._exprs = kernel_expressions(derived)
+        # each kernel's expressions are built when a sweep first asks for it: the design
+        # sweep's second derivatives (state_hvp) cost most of a large model's set up and
+        # most runs never need them
         # terms that jump: only then a switch search (newton.pxd, symdae_model.jumps)
         self._jumps = has_jumps(list(derived.Ma) + list(derived.g) + list(derived.C))
         self._fns: dict = {}
@@ -128,7 +133,8 @@ class NumpyBackend:
     def _fn(self, name: str):
         fn = self._fns.get(name)
         if fn is None:
-            fn = self._fns[name] = lambdify_flat(self.derived, self._exprs[name][0],
+            exprs = kernel_expressions(self.derived, names=[name])[name][0]
+            fn = self._fns[name] = lambdify_flat(self.derived, exprs,
                                                  weight_size(name, self.sizes))
         return fn
 
@@ -358,7 +364,7 @@ class NumpyBackend:
                            first_residual_norm=first, noise_ratio=ratio)
 
     # ------------------------------------------------------------------ derivative sweeps
-    def _at(self, fwd: ForwardResult, i: int):
+    def _at(self, fwd: ForwardResult, i: int) -> StateArgs:
         g = fwd.grid
         return (g.t0 + (g.i0 + i) * g.h, fwd.q[i], fwd.v[i], fwd.a[i], fwd.lam[i], fwd.p,
                 fwd.U[i])

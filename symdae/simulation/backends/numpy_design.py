@@ -12,7 +12,7 @@ import numpy as np
 
 from ...model.kernels import pack_weights, split
 from .base import ForwardResult, TangentArrays
-from .numpy import NumpyBackend, Scheme, lambdify_flat
+from .numpy import NumpyBackend, Scheme, StateArgs, lambdify_flat
 
 __all__ = ["design_adjoint_numpy"]
 
@@ -45,7 +45,7 @@ def design_adjoint_numpy(backend: NumpyBackend, fwd: ForwardResult, D: np.ndarra
     sig = np.concatenate([tangents.dq, tangents.dv, tangents.da, tangents.dlam], axis=2)
     ubar = np.zeros((N + 1, sz.n_u))
 
-    def at(i):
+    def at(i: int) -> StateArgs:
         return (g.t0 + i * g.h, fwd.q[i], fwd.v[i], fwd.a[i], fwd.lam[i], fwd.p, fwd.U[i])
 
     def blocks(i):

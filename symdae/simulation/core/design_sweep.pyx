@@ -7,7 +7,7 @@ The mathematics is in the comment below; the scheme in scheme.pxd; each backward
 adjoint.pxd's state_step. Like hht.pyx this module knows no model: it reaches one through the
 kernel capsule of its generated module (symdae_kernels.h). It shares the workspace
 (scheme.pxd), the sparse LU (sparse.pxd) and its preparation (factors.pxd) with hht.pyx. The
-Python layer (symdae/backends/design.py) validates every shape before calling in, so the
+Python layer (symdae/simulation/backends/design.py) validates every shape before calling in, so the
 nogil loop trusts its inputs.
 """
 # The reverse-over-tangent (second-order adjoint) sweep of optimal input design:
@@ -103,8 +103,8 @@ def design_adjoint(object module, double t0, double h, Py_ssize_t N, double alph
                    const double[:, :, ::1] dL, const double[:, :, ::1] dPsiS,
                    const double[:, ::1] dPsis, const double[:, ::1] dPsix,
                    double[:, ::1] ubar, const int[::1] order):
-    """Reverse-over-tangent sweep (design.pxd) of scheme ``kind`` (scheme.pxd) over a forward
-    trajectory and its tangents.
+    """Reverse-over-tangent sweep (the comment at the top) of scheme ``kind`` (scheme.pxd)
+    over a forward trajectory and its tangents.
 
     DT (nd, n_p): parameter directions; dQ, dV, dA, dL (N+1, nd, size): the tangents; dPsiS
     (N+1, nd, n_s): dPsi/dS; dPsis (N+1, n_s): dPsi/ds; dPsix (N+1, 3n + m): dPsi/dx; every

@@ -5,8 +5,9 @@
 This module knows no model. It reaches a model only through the kernel table of
 symdae_kernels.h (a ``symdae_model`` behind a PyCapsule; sizes included). The scheme and its
 coefficients are documented in scheme.pxd; one step of each sweep is a function of its own
-(newton.pxd, tangent.pxd, adjoint.pxd). The Python layer (symdae/backends/compiled.py) validates
-every shape and type before calling in, so the nogil loops trust their inputs. Each sweep returns
+(newton.pxd, tangent.pxd, adjoint.pxd). The Python layer
+(symdae/simulation/backends/compiled.py) validates every shape and type before calling in, so
+the nogil loops trust their inputs. Each sweep returns
 a report (a dict: status and counters) that the backend turns into named records.
 
 The forward sweep factorises the Newton matrix K of eq. (16) once per step at Newton's start

@@ -1,5 +1,5 @@
 # Cython view of symdae_kernels.h (the kernel interface); the kernels themselves, their weights
-# and output blocks are defined in symdae/kernels.py. The enum must list them in that order
+# and output blocks are defined in symdae/model/kernels.py. The enum must list them in that order
 # (tests/model/test_kernel_spec.py checks the header, this file and the ABI number against the spec).
 cdef extern from "symdae_kernels.h":
     enum: SYMDAE_ABI_VERSION

@@ -4,7 +4,7 @@
  * static symdae_model: the model's sizes and one entry per kernel (function, output and weight
  * sizes). Every kernel has the same signature: it reads the state in `x` and optional
  * run-time weights `w`, and writes (or adds to) its entries of `out`. Which kernels there are,
- * their weights and their output blocks are defined in ONE place, symdae/kernels.py (the
+ * their weights and their output blocks are defined in ONE place, symdae/model/kernels.py (the
  * kernel spec); this enum lists them in the spec's order (tests/model/test_kernel_spec.py checks it).
  * Kernels never write structural zeros: the caller zeroes each output buffer once.
  *
