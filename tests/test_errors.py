@@ -26,9 +26,8 @@ t = dynamicsymbols._t
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def pendulum():
-    model, _ = symdae.load_model("pendulum")
-    return symdae.compile_model(model)
+def pendulum(bundled):
+    return bundled("pendulum")[0]
 
 
 @pytest.fixture(scope="module")

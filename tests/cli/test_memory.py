@@ -152,9 +152,8 @@ def _refused_at_once(call, estimate) -> str:
 
 
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 LONG = symdae.Scenario(t_end=1000.0, h=1e-3, alpha=-0.1)        # 10^6 steps

@@ -26,9 +26,8 @@ N = int(round(T_END / H))
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 @pytest.fixture(scope="module")

@@ -218,9 +218,8 @@ def test_several_windows_with_own_lines_and_phase_functions():
 
 # ---------------------------------------------------------------------------- costs
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,8 @@ from symdae.design.problem import DesignProblem
 
 
 @pytest.fixture(scope="module")
-def two_mass():
-    model, ns = symdae.load_model("two_mass_oscillator")
-    return symdae.compile_model(model), ns
+def two_mass(bundled):
+    return bundled("two_mass_oscillator")
 
 
 def short(ns, t_end=0.2):

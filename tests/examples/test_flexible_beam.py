@@ -35,9 +35,8 @@ SPEC_ZETA = [0.0187, 0.0352, 0.0103, 0.0038, 0.0019, 0.0012, 0.0008, 0.0006]
 
 
 @pytest.fixture(scope="module")
-def beam():
-    model, ns = symdae.load_model("flexible_beam")
-    return symdae.compile_model(model), ns
+def beam(bundled):
+    return bundled("flexible_beam")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pytest
 
 import symdae
 from symdae import Experiment, LeastSquares, Measurement, identify
@@ -54,6 +55,7 @@ def test_twin_identification_of_stiffness_and_joint_friction():
     assert max(err.values()) <= 1e-8
 
 
+@pytest.mark.slow     # two identifications of the beam; the gradient and the twin fit above
 def test_ignoring_the_joint_friction_biases_the_stiffness():
     plain, _, data, ns = beams()
     out = []

@@ -323,9 +323,8 @@ def test_exact_fit_has_no_noise_estimate_but_takes_a_given_noise(regression):
 
 # ---------------------------------------------------------------------------- dynamic models
 @pytest.fixture(scope="module")
-def two_mass():
-    model, ns = symdae.load_model("two_mass_oscillator")
-    return symdae.compile_model(model), ns
+def two_mass(bundled):
+    return bundled("two_mass_oscillator")
 
 
 def continuous_fisher(ns, times, c2):

@@ -26,9 +26,8 @@ START_OSC = {"c": 28.0, "d": 0.6}  # -30 % and +50 %
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 def oscillator_experiment(system, q_init=1.0, output="a", name="experiment"):

@@ -33,9 +33,8 @@ START_OSC = {"c": 28.0, "d": 0.6}
 
 
 @pytest.fixture(scope="module")
-def cart():
-    model, ns = symdae.load_model("cart_pendulum")
-    return symdae.compile_model(model), ns
+def cart(bundled):
+    return bundled("cart_pendulum")
 
 
 def cart_experiments(system, ns, interpolated=True):
@@ -109,9 +108,8 @@ def test_least_squares_methods_identify_the_cart_pendulum_from_several_experimen
 
 
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 @pytest.fixture(scope="module")

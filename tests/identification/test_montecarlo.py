@@ -24,9 +24,8 @@ F0_FISHER_AT_TRUTH = 2.470533774939947e-10
 
 
 @pytest.fixture(scope="module")
-def two_mass():
-    model, ns = symdae.load_model("two_mass_oscillator")
-    return symdae.compile_model(model), ns
+def two_mass(bundled):
+    return bundled("two_mass_oscillator")
 
 
 def experiment(system, ns, inp):

@@ -11,7 +11,6 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import numpy as np
 import pytest
 
-import symdae
 from symdae import Experiment, LeastSquares, Measurement, Scenario, evaluate_many, identify
 
 SCENARIO = Scenario(t_end=0.3, h=1e-4, alpha=-0.1)
@@ -19,9 +18,8 @@ START = {"cE1": 7.38e4, "cE2": 4.0e9, "dE": 0.5, "dH2": 1.2}
 
 
 @pytest.fixture(scope="module")
-def engine_mount():
-    model, _ = symdae.load_model("engine_mount")
-    return symdae.compile_model(model)
+def engine_mount(bundled):
+    return bundled("engine_mount")[0]
 
 
 def experiments(system):

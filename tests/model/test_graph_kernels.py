@@ -143,6 +143,7 @@ def test_cart_pendulum_takes_graph_kernels_whose_jacobians_match_fd():
                                atol=1e-8 * np.abs(fd_p).max())
 
 
+@pytest.mark.slow     # two builds of the 5-link cart (its tree form alone takes a minute)
 def test_graph_modules_refresh_later_and_run_the_same_scheme():
     """A graph module forms its Newton matrix by a vector pass over the whole residual
     program, so Newton refreshes it later (emit.REFRESH_HORIZON_GRAPH against

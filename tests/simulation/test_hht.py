@@ -17,29 +17,24 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-import symdae
-
 EPS = np.finfo(float).eps
 ALPHAS = (0.0, -0.1, -0.3)
 
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 @pytest.fixture(scope="module")
-def pendulum():
-    model, _ = symdae.load_model("pendulum")
-    return symdae.compile_model(model)
+def pendulum(bundled):
+    return bundled("pendulum")[0]
 
 
 @pytest.fixture(scope="module")
-def engine_mount():
-    model, _ = symdae.load_model("engine_mount")
-    return symdae.compile_model(model)
+def engine_mount(bundled):
+    return bundled("engine_mount")[0]
 
 
 def slope(hs, errors) -> float:

@@ -16,9 +16,8 @@ from symdae.simulation.prepared import PreparedRun
 
 
 @pytest.fixture(scope="module")
-def oscillator():
-    model, ns = symdae.load_model("two_mass_oscillator")
-    return symdae.compile_model(model), ns
+def oscillator(bundled):
+    return bundled("two_mass_oscillator")
 
 
 def forcing(calls):

@@ -14,9 +14,8 @@ c, d, q_init = sp.symbols("c d q_init")
 
 
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 def test_parameters_by_symbol_or_by_name(oscillator):

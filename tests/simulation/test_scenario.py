@@ -7,16 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-import symdae
 from symdae import Experiment, LeastSquares, Measurement, Scenario, evaluate_many
 from symdae.errors import InputError
 from symdae.simulation.scenario import physical_memory
 
 
 @pytest.fixture(scope="module")
-def oscillator():
-    model, _ = symdae.load_model("oscillator")
-    return symdae.compile_model(model)
+def oscillator(bundled):
+    return bundled("oscillator")[0]
 
 
 def test_grid():

@@ -83,9 +83,8 @@ def test_concurrent_requests_never_share_an_array():
 
 
 @pytest.fixture(scope="module")
-def engine_mount():
-    model, ns = symdae.load_model("engine_mount")
-    return symdae.compile_model(model), ns
+def engine_mount(bundled):
+    return bundled("engine_mount")
 
 
 def test_a_kept_trajectory_survives_later_runs(engine_mount):
