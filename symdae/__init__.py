@@ -71,6 +71,8 @@ _export("symdae.identification.fisher", "output_sensitivities", "OutputSensitivi
         "fisher_information", "FisherInformation", "ParameterStatistics")
 _export("symdae.identification.statistics", "identification_statistics",
         "IdentificationStatistics")
+_export("symdae.identification.hac", "hac_covariance", "HACCovariance", "long_run_covariance",
+        "bartlett_bandwidth", "lag_one_autocorrelation")
 _export("symdae.identification.montecarlo", "monte_carlo", "MonteCarloResult",
         "monte_carlo_estimate")
 # design: optimal input design

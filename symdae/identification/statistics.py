@@ -12,6 +12,13 @@ sigma_k^2 = RSS_k / (n_k (1 - n_free / n)), n_k samples of output k, n of all ou
 output this is the usual RSS / (n - n_free) (spec section 3.1). The estimator is the maximum-
 likelihood one, and F^-1 its covariance, when the cost's weights w_k eta_i are proportional to
 1 / sigma_k^2; a note says when they are not.
+
+Those standard errors assume white noise. Each fitted output's residual is checked as the fit
+verdict checks it (:func:`symdae.identification.verdict.correlated_lags`); the statistics say
+which residuals are correlated, and carry a Newey-West (HAC) sandwich covariance that holds
+for correlated residuals too (:mod:`symdae.identification.hac`). Where a residual is
+correlated, the summary labels the white-noise standard errors as too small and shows the HAC
+ones.
 """
 from __future__ import annotations
 
@@ -30,7 +37,9 @@ from .fisher import (
     noise_levels,
     parameter_scales,
 )
+from .hac import HACCovariance, hac_covariance
 from .residuals import experiment_residuals, least_squares_terms
+from .verdict import CORRELATED, correlated_lags
 
 __all__ = ["IdentificationStatistics", "identification_statistics", "statistics_or_reason",
            "check_noise", "fitted_outputs", "noise_from_text", "noise_levels",
@@ -50,6 +59,9 @@ class IdentificationStatistics:
     ``noise``: {output: standard deviation} used, ``noise_source``: ``NOISE_GIVEN`` or
     ``NOISE_ESTIMATED``; ``samples``: {output: data samples}; ``degrees_of_freedom``: samples
     minus free parameters; ``notes``: caveats (weights not matched to the noise).
+    ``correlated``: the time series (an output, with its experiment where there are several)
+    whose residual is not white, where the white-noise standard errors are too small;
+    ``hac``: the Newey-West covariance for correlated residuals (None where F is singular).
     """
 
     noise: dict
@@ -59,28 +71,88 @@ class IdentificationStatistics:
     fisher: FisherInformation
     statistics: ParameterStatistics
     notes: tuple
+    correlated: tuple = ()
+    hac: HACCovariance | None = None
 
     @property
     def standard_errors(self) -> dict | None:
-        """``{parameter: standard error}``, or None when F is singular."""
+        """``{parameter: standard error}`` from the Fisher information (white noise
+        assumed), or None when F is singular."""
         st = self.statistics
         if st.standard_errors is None:
             return None
         return dict(zip(st.parameters, st.standard_errors.tolist()))
+
+    @property
+    def white_residual(self) -> bool:
+        """Whether every fitted output's residual looks white, so that the white-noise
+        standard errors (:attr:`standard_errors`) apply."""
+        return not self.correlated
+
+    @property
+    def standard_errors_hac(self) -> dict | None:
+        """``{parameter: standard error}`` of the Newey-West (HAC) covariance, valid for
+        correlated residuals too; None when F is singular."""
+        if self.hac is None:
+            return None
+        return dict(zip(self.hac.parameters, self.hac.standard_errors.tolist()))
+
+    @property
+    def covariance_kind(self) -> str:
+        """The covariance the standard errors to trust come from: ``"hac"`` where a residual
+        is correlated (and the HAC covariance exists), else ``"white"``."""
+        return "hac" if self.correlated and self.hac is not None else "white"
+
+    @property
+    def recommended_standard_errors(self) -> dict | None:
+        """:attr:`standard_errors_hac` or :attr:`standard_errors`, as
+        :attr:`covariance_kind` says."""
+        return self.standard_errors_hac if self.covariance_kind == "hac" \
+            else self.standard_errors
 
     def to_dict(self) -> dict:
         """The statistics, the noise model and the Fisher information as plain values."""
         return {"noise": dict(self.noise), "noise_source": self.noise_source,
                 "samples": dict(self.samples), "degrees_of_freedom": self.degrees_of_freedom,
                 "fisher_information": self.fisher.to_dict(),
-                **self.statistics.to_dict(), "notes": list(self.notes)}
+                **self.statistics.to_dict(), "notes": list(self.notes),
+                "standard_errors_assume": "white noise",
+                "residual_white": self.white_residual,
+                "correlated_residuals": list(self.correlated),
+                "hac": None if self.hac is None else self.hac.to_dict(),
+                "covariance_kind": self.covariance_kind}
 
     def summary(self) -> str:
-        """A readable report: the noise model, the samples and the parameter statistics."""
+        """A readable report: the noise model, the samples and the parameter statistics;
+        where a residual is correlated, the white-noise standard errors are labelled as too
+        small and the Newey-West (HAC) ones follow."""
         noise = ", ".join(f"{k} {v:.3g}" for k, v in self.noise.items())
         lines = [f"statistics (noise {self.noise_source}: {noise}; "
                  f"{sum(self.samples.values())} samples, {self.degrees_of_freedom} degrees of "
-                 "freedom):", self.statistics.summary()]
+                 "freedom):"]
+        if self.correlated:
+            lines.append("  standard errors assuming white noise, NOT valid here: the "
+                         f"residual of {', '.join(self.correlated)} is correlated, so they are "
+                         "too small")
+        elif self.hac is None:
+            lines.append("  standard errors assuming white noise (the residual could not be "
+                         "checked for correlation: it is at round-off or F is singular):")
+        else:
+            lines.append("  standard errors assuming white noise (the residuals look white):")
+        lines.append(self.statistics.summary())
+        if self.correlated and self.hac is not None:
+            hac = self.hac
+            lines.append("  standard errors for correlated residuals (Newey-West sandwich, "
+                         "AR(1)-prewhitened; " + "; ".join(
+                             f"{k}: bandwidth {hac.bandwidths[k]}, prewhitening "
+                             f"{hac.prewhitening[k]:.3g}" for k in hac.bandwidths) + "):")
+            white = self.statistics.standard_errors
+            for k, name in enumerate(hac.parameters):
+                v, se = float(self.statistics.values[k]), float(hac.standard_errors[k])
+                rel = f" ({100 * se / abs(v):.3g} %)" if v != 0 else ""
+                ratio = f", {se / white[k]:.3g} x the white-noise one" \
+                    if white is not None and white[k] > 0 else ""
+                lines.append(f"  {name:>12s}: {v:.10g} +- {se:.3g}{rel}{ratio}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -149,8 +221,25 @@ def identification_statistics(experiments, free: Sequence[str], values: Mapping,
                      "this noise model, so the estimate is not the maximum-likelihood one and "
                      "its covariance exceeds the F^-1 reported (the Cramer-Rao bound); weights "
                      "w_k = 1/sigma_k^2 and a uniform sampling make them agree")
-    return IdentificationStatistics(dict(sigma), source, n_k, dof, fisher, fisher.statistics(),
-                                    tuple(notes))
+    # one time series per block: an output of an experiment (two experiments' records are
+    # independent, and so are the noises of different outputs: no cross terms)
+    exps_named = len({b.experiment for b in blocks}) > 1
+    labels = [f"{b.output} ({b.experiment})" if exps_named else b.output for b in blocks]
+    labels = [x if labels.count(x) == 1 else f"{x}[{i}]" for i, x in enumerate(labels)]
+    series = [(label, b.sensitivity[m], b.residual[m], b.weight[m])
+              for label, (b, m) in zip(labels, used)]
+    statistics = fisher.statistics()
+    # a residual at round-off (noise-free data, the noise level given) tells nothing of the
+    # noise's correlation, and a sandwich of round-off would be standard errors of round-off
+    round_off = any(not math.sqrt(float(np.mean(r ** 2))) > NOISE_FREE_LEVEL * max(
+        float(np.max(np.abs(b.samples.values), initial=0.0)), 1e-300)
+        for (_, _, r, _), (b, _) in zip(series, used) if r.size)
+    correlated = () if round_off else tuple(
+        label for label, _, r, _ in series if correlated_lags(r)[0] > CORRELATED)
+    hac = hac_covariance(free, series) if (statistics.identifiable and n > len(free)
+                                           and not round_off) else None
+    return IdentificationStatistics(dict(sigma), source, n_k, dof, fisher, statistics,
+                                    tuple(notes), correlated, hac)
 
 
 def noise_from_text(items: Sequence[str], outputs: Sequence[str]):
