@@ -103,7 +103,7 @@ def long_run_covariance(scores, bandwidth: int, prewhiten: float = 0.0) -> np.nd
         L: lags 0 .. L enter with the weights 1 - l / (L + 1); 0 gives sum_t g_t g_t^T.
     prewhiten : float
         c: the estimate is formed from g*_t = g_t - c g_{t-1} (t >= 1) and divided by
-        (1 - c)^2; 0 (default) uses g_t as it is. |c| < 1.
+        (1 - c)^2; 0 (default) uses g_t as it is. It must lie in (-1, 1).
 
     Returns
     -------

@@ -37,9 +37,6 @@ from sympy.physics.mechanics import (
 
 import symdae
 from symdae import LeastSquares, MechanicsError, UndeclaredSymbolError, from_mechanics
-
-# the bundled model file's namespace (its build_system() makes the mechanics System)
-FOURBAR = symdae.load_model("four_bar_joints")[1]
 from symdae.simulation.sensitivity import adjoint_gradient, tangent
 
 t = dynamicsymbols._t
@@ -95,8 +92,15 @@ def pendulum_system():
 
 
 @functools.cache
+def fourbar_file():
+    """The bundled four-bar's model and its file's namespace (its build_system() makes the
+    mechanics System), loaded once, when a case first asks (it takes seconds)."""
+    return symdae.load_model("four_bar_joints")
+
+
+@functools.cache
 def fourbar_system():
-    model, ns = symdae.load_model("four_bar_joints")
+    model, ns = fourbar_file()
     return symdae.compile_model(model), ns
 
 
@@ -219,7 +223,7 @@ def test_linear_speeds_are_transformed_exactly():
 
 
 def test_four_bar_keeps_dependent_coordinates_and_loop_closures():
-    model, _ = symdae.load_model("four_bar_joints")
+    model, _ = fourbar_file()
     assert model.coordinate_names == ["q1", "q2", "q3"]
     assert model.m == 2
     a, b, c, d = sp.symbols("a b c d")
@@ -262,7 +266,7 @@ def test_double_pendulum_equals_kanes_equations_with_order_two():
 def test_four_bar_equals_kanes_equations_with_order_two():
     system, _ = fourbar_system()
     T = 1.0
-    reference = kane_reference(FOURBAR['build_system'](), system.model, T)
+    reference = kane_reference(fourbar_file()[1]['build_system'](), system.model, T)
     hs = (4e-3, 2e-3, 1e-3)
     err = errors_against(system, reference, T, hs, 3)
     ratios = err[:-1] / err[1:]
@@ -421,14 +425,14 @@ def test_speeds_not_expressible_through_qdot_are_refused():
 
 def test_velocity_constraint_that_is_holonomic_is_accepted():
     """A KanesMethod whose dependent speed comes from a holonomic constraint's derivative."""
-    system = FOURBAR['build_system']()
+    system = fourbar_file()[1]['build_system']()
     system.form_eoms()
     kane = system.eom_method
-    model = from_mechanics(kane, parameters=FOURBAR['model'].parameters)
+    model = from_mechanics(kane, parameters=fourbar_file()[1]['model'].parameters)
     assert model.m == 2 and model.n == 3
     # Kane's method by SymPy (this KanesMethod) and the inertial-components route (the
     # bundled model, from the System) agree: spring, damper, motor, gravity, inertia
-    ref = FOURBAR['model']
+    ref = fourbar_file()[1]['model']
     q3 = dynamicsymbols("q3")
     point = {q1: 0.3, q2: 1.1, q3: -2.0, q1.diff(t): 0.7, q2.diff(t): -0.4,
              q3.diff(t): 1.3, **ref.parameters}
