@@ -157,6 +157,12 @@ class Window:
         return self.end - self.start
 
     @property
+    def resolved_shape(self) -> WindowShape:
+        """The window's shape as resolved from ``shape`` (its cosine coefficients, scipy
+        spec or callable, and its coherent gain)."""
+        return self._shape
+
+    @property
     def shape_name(self) -> str:
         """The name of the window's shape (``rectangular``, ``hann``, a scipy window)."""
         return self._shape.name

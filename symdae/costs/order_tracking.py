@@ -242,7 +242,7 @@ class AngleWindow(Window):
         """The weight of the Fourier map at the times ``t`` (see the class)."""
         t = np.asarray(t, dtype=float)
         u = np.clip((self.tracker.angle(t) - self.theta_start) / self.theta_span, 0.0, 1.0)
-        w = self._shape.values(u, f"window {self.label}")
+        w = self.resolved_shape.values(u, f"window {self.label}")
         return self.gain * w * _angle_rate(self.tracker, t) * (self.length / self.theta_span)
 
 
@@ -273,7 +273,7 @@ def angle_window(tracker, n_rpm: float, orders, weights, cycles: int = 2, shape=
                        phase=_OrderAngle(tracker, i)) for i, w in zip(orders, weights))
     w = AngleWindow(t_l, t_u, lines, shape=shape, gain=gain, label=f"{n:g} rpm",
                     tracker=tracker, theta_start=th_c - span / 2, theta_span=span)
-    if w._shape.cosine is None and w._shape.function is None:
+    if w.resolved_shape.cosine is None and w.resolved_shape.function is None:
         raise InputError(f"an angle-domain window needs a cosine-sum or callable shape "
                          f"(hann, hamming, blackman, ...), got {w.shape_name!r}")
     return w

@@ -122,7 +122,7 @@ def _segments(system, sc: Scenario, p, U, x0, mplan: MemoryPlan, gradient: bool 
                                      sc.max_iter, False, restart, time_terms=gradient and last,
                                      continues=not last)
         if not fwd.report.ok:
-            system._raise(fwd.report, sc.grid())
+            system.raise_for_report(fwd.report, sc.grid())
         yield _Checkpoint(i0, state, restart), fwd
         state = fwd.state_end
         restart, i0 = fwd.restart, i0 + length
@@ -156,7 +156,7 @@ def simulate_segments(system, scenario, params=None, *, memory_budget: int | Non
     def pieces():
         for ck, fwd in _segments(system, sc, p, U, x0, mplan):
             ts = t[ck.step:ck.step + fwd.grid.N + 1]
-            system._check_outputs(fwd.S, ts)
+            system.check_outputs(fwd.S, ts)
             yield system.trajectory(ts, fwd.S, sc, p, fwd.report.counters.as_dict(),
                                     (fwd.q, fwd.v, fwd.a, fwd.lam))
 
@@ -211,7 +211,7 @@ def _cost_and_gradient(system, prep: PreparedRun, cost, params, gradient: bool,
         S[ck.step:ck.step + fwd.grid.N + 1] = fwd.S
         counters = counters + fwd.report.counters
     last = fwd                    # the last segment's states: the adjoint starts on them
-    system._check_outputs(S, t)
+    system.check_outputs(S, t)
     traj = system.trajectory(t, S, sc, p, counters.as_dict())
     if not gradient:
         return GradientRun(float(cost.value(system, traj)), None, traj, mplan, 0)

@@ -223,8 +223,8 @@ class System:
                                    sc.max_iter, store_factorizations,
                                    time_terms=keep_time_terms)
         if not fwd.report.ok:
-            self._raise(fwd.report, grid)
-        self._check_outputs(fwd.S, t)
+            self.raise_for_report(fwd.report, grid)
+        self.check_outputs(fwd.S, t)
         counters = fwd.report.counters.as_dict()
         if self.switch_counter.functions:             # a non-smooth model
             counters["switches"], counters["on_switch"] = self.switch_counter.count(
@@ -253,8 +253,10 @@ class System:
             coordinate_names=list(names["coordinates"]),
             multiplier_names=list(names["multipliers"]), wall_time=wall_time, sweep=sweep)
 
-    def _check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
-        """The states are finite (the sweep checks them); an output expression may not be."""
+    def check_outputs(self, S: np.ndarray, t: np.ndarray) -> None:
+        """Raise a SimulationError naming the output, the time and the step of the first
+        non-finite sample of ``S`` (``(len(t), n_s)``); the states are finite (the sweep
+        checks them), an output expression may not be."""
         bad = first_nonfinite(S)
         if bad is not None:
             i, j = bad
@@ -263,7 +265,9 @@ class System:
                 f"{i}), its first non-finite sample: check its expression (a square root or "
                 "logarithm of a negative value, a division by zero)")
 
-    def _raise(self, rep: SweepReport, grid: Grid):
+    def raise_for_report(self, rep: SweepReport, grid: Grid):
+        """Raise the error a failed forward sweep's report describes (a Newton failure, a
+        singular Newton matrix, ...), with the time, the step and what to try."""
         where = f"t = {rep.time:.9g} (step {rep.step} of {grid.N}, h = {grid.h:g})"
         if rep.status == "newton_failed":
             norms = (f"residual max-norm {rep.first_residual_norm:.3e} at the first iterate, "

@@ -176,12 +176,15 @@ class NumpyBackend:
         """None: symdae/simulation/initial.py computes the initial sensitivities."""
         return None
 
-    def _k(self, name, t, q, v, a, lam, p, u, w=None):
+    def unchecked(self, name, t, q, v, a, lam, p, u, w=None):
+        """Kernel ``name`` at one state, without :meth:`evaluate`'s checks of the arguments:
+        for the sweeps (this module's and the design sweep's), whose arrays are checked once
+        where they enter."""
         return self._fn(name)(t, q, v, a, lam, p, u, w)
 
-    def _output_jacobians(self, t, x, p, u):
+    def output_jacobians(self, t, x, p, u):
         """(ds/dx (n_s x n_x), ds/dp (n_s x n_p)) at one state."""
-        S = split("output_jacobians", self._k("output_jacobians", t, *self._split_x(x), p, u),
+        S = split("output_jacobians", self.unchecked("output_jacobians", t, *self._split_x(x), p, u),
                   self.sizes)
         return S["Sx"], S["Sp"]
 
@@ -217,9 +220,9 @@ class NumpyBackend:
         Ks = np.empty((rows, nm, nm)) if store else None
 
         def settle(i, res):
-            K = self._k("newton", t[i], Q[i], V[i], A[i], L[i], p, Uf[i], c.kw)
+            K = self.unchecked("newton", t[i], Q[i], V[i], A[i], L[i], p, Uf[i], c.kw)
             counts["factorizations"] += 1
-            S[i] = self._k("outputs", t[i], Q[i], V[i], A[i], L[i], p, Uf[i])
+            S[i] = self.unchecked("outputs", t[i], Q[i], V[i], A[i], L[i], p, Uf[i])
             if store:
                 Ks[i] = K.reshape(nm, nm)
             return res[n:2 * n].copy()
@@ -230,7 +233,7 @@ class NumpyBackend:
                                  S[part], rep, None if saved is None else saved[part], end,
                                  w=W[part])
 
-        res = self._k("residual", t[first], Q[first], V[first], A[first], L[first], p,
+        res = self.unchecked("residual", t[first], Q[first], V[first], A[first], L[first], p,
                       Uf[first])
         gprev = settle(first, res)
         for i in range(first, first + N):
@@ -266,13 +269,13 @@ class NumpyBackend:
         an iterate: newton.pxd, residual_noise."""
         n = q.shape[0]
         qs, vs = base[0] + c.s * np.abs(a), base[1] + c.gh * np.abs(a)
-        mag = self._k("residual_magnitude", t, q, v, a, lam, p, u,
+        mag = self.unchecked("residual_magnitude", t, q, v, a, lam, p, u,
                       np.concatenate([qs, vs, [switch]]))
         nu = np.concatenate([_EPS * (c.cM * mag[:n] + (1.0 + abs(c.ap)) * mag[n:2 * n]),
                              _EPS * mag[2 * n:] / c.s])
         fq = qs * _EPS / c.s
         if lam.size:     # the a-jitter constraint rows leave, seen by the dynamic rows
-            K = self._k("newton", t, q, v, a, lam, p, u, c.kw).reshape(n + lam.size, -1)
+            K = self.unchecked("newton", t, q, v, a, lam, p, u, c.kw).reshape(n + lam.size, -1)
             touched = np.any(K[n:, :n] != 0, axis=0)
             nu[:n] += np.abs(K[:n, :n][:, touched]) @ fq[touched]
         nu = np.where(nu >= _ROUNDOFF_FLOOR, nu, _ROUNDOFF_FLOOR)
@@ -282,7 +285,7 @@ class NumpyBackend:
         """(q, v, residual terms, R) at the iterate y of a step."""
         n = qh.shape[0]
         qc, vc = qh + c.s * y[:n], vh + c.gh * y[:n]
-        res = self._k("residual", t1, qc, vc, y[:n], y[n:], p, u)
+        res = self.unchecked("residual", t1, qc, vc, y[:n], y[n:], p, u)
         counts["newton_iterations"] += 1
         R = np.concatenate([c.cM * res[:n] + res[n:2 * n] - c.ap * gprev, res[2 * n:] / c.s])
         return qc, vc, res, R
@@ -308,7 +311,7 @@ class NumpyBackend:
                                          and ratio <= STALL_FACTOR):
                 return y, res, noise
             ratio_prev = ratio
-            K = self._k("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
+            K = self.unchecked("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
             counts["factorizations"] += 1
             counts["jacobian_refreshes"] += 1
             try:
@@ -355,7 +358,7 @@ class NumpyBackend:
                                    noise_ratio=ratio)
             if ratio <= NOISE_FACTOR:
                 return y, res, None     # a switch's round-off level holds only on it
-            K = self._k("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
+            K = self.unchecked("newton", t1, qc, vc, y[:n], y[n:], p, u, c.kw).reshape(R.size, -1)
             if float(-np.linalg.solve(K, R) @ (hi - lo)) > 0.0:
                 lo = y
             else:
@@ -372,12 +375,12 @@ class NumpyBackend:
     def _blocks(self, fwd: ForwardResult, i: int, c: Scheme):
         """Dense blocks at state i: jacobians, param_jacobians, the Newton matrix."""
         sz, st = self.sizes, self._at(fwd, i)
-        J = split("jacobians", self._k("jacobians", *st), sz)
-        P = split("param_jacobians", self._k("param_jacobians", *st), sz)
+        J = split("jacobians", self.unchecked("jacobians", *st), sz)
+        P = split("param_jacobians", self.unchecked("param_jacobians", *st), sz)
         if fwd.saved is not None:
             K = fwd.saved[i]
         else:
-            K = self._k("newton", *st, c.kw).reshape(sz.nm, sz.nm)
+            K = self.unchecked("newton", *st, c.kw).reshape(sz.nm, sz.nm)
         return J, P, K
 
     def tangent(self, fwd: ForwardResult, D: np.ndarray, dx0,
@@ -393,7 +396,7 @@ class NumpyBackend:
 
         def outputs(i):
             t, q, v, a, lam, p, u = self._at(fwd, i)
-            Sx, Sp = self._output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)
+            Sx, Sp = self.output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)
             dx = np.concatenate([dQ[i], dV[i], dA[i], dL[i]], axis=1)     # (nd, nx)
             dS[i] = dx @ Sx.T + (Sp @ D).T
 
@@ -425,7 +428,7 @@ class NumpyBackend:
 
         def source(i):
             t, q, v, a, lam, p, u = self._at(fwd, i)
-            Sx, Sp = self._output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)
+            Sx, Sp = self.output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)
             grad[:] += Sp.T @ dPhi[i]
             return Sx.T @ dPhi[i]
 

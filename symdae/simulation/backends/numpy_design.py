@@ -49,16 +49,16 @@ def design_adjoint_numpy(backend: NumpyBackend, fwd: ForwardResult, D: np.ndarra
         return (g.t0 + i * g.h, fwd.q[i], fwd.v[i], fwd.a[i], fwd.lam[i], fwd.p, fwd.U[i])
 
     def blocks(i):
-        J = split("jacobians", backend._k("jacobians", *at(i)), sz)
+        J = split("jacobians", backend.unchecked("jacobians", *at(i)), sz)
         if fwd.saved is not None:
             K = fwd.saved[i]
         else:
-            K = backend._k("newton", *at(i), c.kw).reshape(sz.nm, sz.nm)
+            K = backend.unchecked("newton", *at(i), c.kw).reshape(sz.nm, sz.nm)
         return J, K
 
     def sx(i):
         t, q, v, a, lam, p, u = at(i)
-        return backend._output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)[0]
+        return backend.output_jacobians(t, np.concatenate([q, v, a, lam]), p, u)[0]
 
     def reverse(Xb, Wb, J1, K1, J0):
         """Xb (k, nx), Wb (k, n): adjoints of x_i and of its algorithmic acceleration ->
@@ -89,7 +89,7 @@ def design_adjoint_numpy(backend: NumpyBackend, fwd: ForwardResult, D: np.ndarra
             w = pack_weights("state_hvp", sz, wM=c.cM * Rr[j, :n],
                              wG=Rr[j, :n] - c.ap * rd_r[j], wC=Rr[j, n:] / c.s,
                              wS=dPsi_S[i, :, j], dx=sig[i, j], dp=D[:, j])
-            hvp += backend._k("state_hvp", *at(i), w)
+            hvp += backend.unchecked("state_hvp", *at(i), w)
         rd_r = Rr[:, :n]
         Xp, Wp, Rp = reverse((Xp + hvp[:nx])[None, :], Wp, J1, K1, J0)
         Xp, rp = Xp[0], Rp[0]
