@@ -6,8 +6,27 @@ user can act on it without a debugger.
 from __future__ import annotations
 
 
+def _restore(cls: type, args: tuple, state: dict) -> BaseException:
+    """An exception as pickled by :func:`_reduce`: made without calling its ``__init__``."""
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+def _reduce(exc: BaseException):
+    # Exception's own pickling calls cls(*args), which an __init__ with keyword-only or
+    # composed arguments (NewtonError, UndeclaredSymbolError) cannot take: an error raised in
+    # a process pool's worker could then not be unpickled, and the pool broke instead of
+    # reporting it. This keeps the message, the class and every attribute.
+    return _restore, (type(exc), exc.args, dict(exc.__dict__))
+
+
 class SymdaeError(Exception):
-    """Base class of all symdae errors."""
+    """Base class of all symdae errors; each pickles whole (message, class, attributes), so
+    an error raised in a worker process reaches the caller as itself."""
+
+    __reduce__ = _reduce
 
 
 class ModelError(SymdaeError, ValueError):
@@ -101,6 +120,8 @@ class Interrupted(KeyboardInterrupt):
     ``time`` and ``t_end``: where the interrupted sweep stood and where it would have ended
     (NaN when not known); ``best``: the best point an interrupted search had found
     (``{parameter: value}``, or None); ``best_cost``: its cost."""
+
+    __reduce__ = _reduce      # pickles whole, as SymdaeError does
 
     def __init__(self, message: str = "interrupted", *, time: float = float("nan"),
                  t_end: float = float("nan"), best: dict | None = None,

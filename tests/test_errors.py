@@ -376,3 +376,54 @@ def test_non_finite_output_names_the_output_and_time(tmp_path):
     with pytest.raises(InputError, match=r"dPhi \(the cost's derivative\) is inf for output "
                                          r"'root' at t = 0\.07 \(step 7\)"):
         symdae.adjoint_gradient(system, tr, dPhi)
+
+
+# ---------------------------------------------------------------------------- across processes
+def _every_error() -> list[BaseException]:
+    """One instance of each exception class of symdae.errors, with its attributes set."""
+    import inspect
+
+    import symdae.errors as errors
+    made = {
+        errors.NewtonError: errors.NewtonError("Newton failed", time=0.25, step=250,
+                                               iterations=8, residual_norm=3e-4,
+                                               noise_ratio=12.0),
+        errors.UndeclaredSymbolError: errors.UndeclaredSymbolError(["z", "w"], "forces"),
+        errors.BuildError: errors.BuildError("build failed", output="gcc: error",
+                                             log_path="/tmp/build.log"),
+        errors.NotIdentifiableError: errors.NotIdentifiableError(
+            "singular", [{"c": 1.0, "d": -1.0}]),
+        errors.Interrupted: errors.Interrupted.at(0.5, 2.0, "forward"),
+    }
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(c, BaseException) and c.__module__ == errors.__name__]
+    assert len(classes) >= 13
+    return [made.get(c) or c(f"a {c.__name__}") for c in classes]
+
+
+@pytest.mark.parametrize("error", _every_error(), ids=lambda e: type(e).__name__)
+def test_every_error_pickles_whole(error):
+    """What a process pool does with an error raised in its worker: the class, the message
+    and every attribute come back (an error whose __init__ takes keyword-only arguments could
+    not be unpickled, and the pool broke instead of reporting it)."""
+    import pickle
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is type(error)
+    assert str(back) == str(error) and back.args == error.args
+    assert repr(vars(back)) == repr(vars(error))      # (repr: NaN attributes compare)
+
+
+def _raise_newton_error(step: int):
+    raise NewtonError(f"Newton failed at step {step}", time=step * 1e-3, step=step,
+                      iterations=8, residual_norm=1e-2)
+
+
+def test_an_error_in_a_worker_process_reaches_the_caller_as_itself():
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1) as pool:
+        with pytest.raises(NewtonError, match="Newton failed at step 7") as info:
+            pool.submit(_raise_newton_error, 7).result(timeout=120)
+        # the pool is still usable: it did not break on the error
+        assert pool.submit(abs, -3).result(timeout=120) == 3
+    assert (info.value.step, info.value.time, info.value.iterations) == (7, 7e-3, 8)

@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
                    "(NumPy archive, a third of the size, exact values) or none")
     p.add_argument("--max-file-size", type=float, default=1.0, metavar="GB",
                    help="refuse to write a trajectory file estimated larger than this many GB "
-                   "(default 1); --every K or --format npz/none shrink it")
+                   "(default 1; inf: no limit); --every K or --format npz/none shrink it")
     p.set_defaults(func=run)
 
 
@@ -126,6 +126,10 @@ def run(args) -> int:
 
     if args.every < 1:
         raise InputError(f"--every must be a whole number >= 1, got {args.every}")
+    # a NaN limit would compare false with every size and switch the guard off unasked
+    if not args.max_file_size > 0:
+        raise InputError(f"--max-file-size must be a positive number of GB (inf: no limit), "
+                         f"got {args.max_file_size:g}")
     model, ns, system, scenario, out = load(args)
     size = file_estimate(system.sizes, scenario, args.every, args.format)
     if size > args.max_file_size * 1e9:
