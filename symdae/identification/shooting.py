@@ -172,12 +172,17 @@ class ShootingReport:
 
 
 def _segment_call(seg, free_values, z, jacobian, trajectory):
-    # module level, so that a process pool can pickle the call; the segment named in the error
+    # module level, so that a process pool can pickle the call; the segment named in the
+    # error's message itself (a note would not reach str(exc), which the CLI prints, and
+    # Python 3.10 has none), the error's class and attributes (NewtonError's time) kept
     try:
         return run_segment(seg, free_values, z, jacobian=jacobian, trajectory=trajectory)
     except SimulationError as exc:
-        if hasattr(exc, "add_note"):          # Python >= 3.11 (3.10 is supported)
-            exc.add_note(f"(multiple shooting: {seg.where()})")
+        where = f"multiple shooting, {seg.where()}"
+        if exc.args and isinstance(exc.args[0], str):
+            exc.args = (f"{where}: {exc.args[0]}", *exc.args[1:])
+        elif hasattr(exc, "add_note"):
+            exc.add_note(f"({where})")
         raise
 
 

@@ -268,7 +268,11 @@ class System:
     def raise_for_report(self, rep: SweepReport, grid: Grid):
         """Raise the error a failed forward sweep's report describes (a Newton failure, a
         singular Newton matrix, ...), with the time, the step and what to try."""
-        where = f"t = {rep.time:.9g} (step {rep.step} of {grid.N}, h = {grid.h:g})"
+        # rep.step counts from the record's start, also in a run of a stretch of it (a
+        # segment of multiple shooting: grid.i0 > 0)
+        steps = f"of {grid.N}" if not grid.i0 else \
+            f"of the record, in this run's steps {grid.i0} .. {grid.i0 + grid.N}"
+        where = f"t = {rep.time:.9g} (step {rep.step} {steps}, h = {grid.h:g})"
         if rep.status == "newton_failed":
             norms = (f"residual max-norm {rep.first_residual_norm:.3e} at the first iterate, "
                      f"{rep.residual_norm:.3e} at the last ({rep.noise_ratio:.3g} times its "
