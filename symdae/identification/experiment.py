@@ -26,7 +26,7 @@ from ..threads import gather, one_blas_thread
 if TYPE_CHECKING:
     from ..simulation.system import System
 
-__all__ = ["Experiment", "Evaluation", "evaluate_many"]
+__all__ = ["Experiment", "Evaluation", "evaluate_many", "experiment_labels"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,13 @@ def evaluate_many(experiments: Sequence[Experiment], params: Mapping | Sequence[
         if len(plist) != len(exps):
             raise InputError(f"{len(plist)} parameter sets for {len(exps)} experiments")
     return map_calls(_evaluate, [(e, p, gradient) for e, p in zip(exps, plist)], executor)
+
+
+def experiment_labels(experiments: Sequence) -> list[str]:
+    """Each experiment's name, made unique where two share one (``name[k]``, k its place):
+    the keys of per-experiment costs, gaps and verdicts."""
+    names = [e.name for e in experiments]
+    return [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
 
 
 def map_calls(fn, calls: Sequence[tuple], executor: Executor | None = None) -> list:

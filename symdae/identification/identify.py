@@ -26,7 +26,7 @@ from ..simulation.checkpoint import DEFAULT_MEMORY_FRACTION
 from ..simulation.memory import MemoryEstimate, forward_bytes, largest, tangent_bytes
 from ..simulation.scenario import physical_memory
 from ..threads import one_blas_thread
-from .experiment import Experiment, evaluate_many
+from .experiment import Experiment, evaluate_many, experiment_labels
 from .fisher import parameter_scales
 from .least_squares import LEAST_SQUARES_METHODS, least_squares_fit
 from .residuals import least_squares_terms
@@ -180,8 +180,7 @@ class _Objective:
         self.executor, self.progress = executor, progress
         self.cols = [[e.system.model.parameter_names.index(k) for k in free]
                      for e in experiments]
-        names = [e.name for e in experiments]
-        self.labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
+        self.labels = experiment_labels(experiments)
         self.evaluations = 0          # simulations + adjoint gradients, per experiment
         self.per_experiment: dict = {}
         self.failures = 0             # trial points where the cost is undefined or bounded

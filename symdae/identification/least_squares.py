@@ -26,7 +26,7 @@ from scipy import optimize
 from ..analysis.pod import PODModeError
 from ..errors import InputError, SimulationError
 from ..progress import report
-from .experiment import map_calls
+from .experiment import experiment_labels, map_calls
 from .residuals import check_least_squares_costs, experiment_residuals
 
 __all__ = ["LEAST_SQUARES_METHODS", "DEFAULT_LEAST_SQUARES_OPTIONS", "least_squares_fit",
@@ -57,8 +57,7 @@ class Residuals:
     def __init__(self, experiments, free, scales, executor: Executor | None = None):
         self.experiments, self.free, self.scales = list(experiments), list(free), scales
         self.executor = executor
-        names = [e.name for e in self.experiments]
-        self.labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
+        self.labels = experiment_labels(self.experiments)
         self.simulations = 0
         self.jacobians = 0
         self.size: int | None = None

@@ -42,7 +42,7 @@ from scipy import optimize
 
 from ..errors import InputError, SimulationError
 from ..progress import report
-from .experiment import map_calls
+from .experiment import experiment_labels, map_calls
 from .residuals import least_squares_terms
 from .segments import (
     continuity_rows,
@@ -205,8 +205,7 @@ class ShootingProblem:
         self.shooting = shooting
         self.evaluations = 0
         self.jacobians = 0
-        names = [e.name for e in self.experiments]
-        self.labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
+        self.labels = experiment_labels(self.experiments)
         self._check_costs()
         self.segments = [self._cut(e, label) for e, label in zip(self.experiments, self.labels)]
         self.state_sources: dict = {}

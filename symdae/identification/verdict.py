@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SimulationError
-from .experiment import map_calls
+from .experiment import experiment_labels, map_calls
 from .residuals import least_squares_terms, residual_blocks
 
 __all__ = ["OutputVerdict", "FitVerdict", "fit_verdict", "noise_level", "correlated_lags",
@@ -187,8 +187,7 @@ def fit_verdict(experiments: Sequence, values: Mapping, executor=None) -> FitVer
     """The verdict on the least-squares terms of ``experiments`` at ``values`` (one run of
     each), or None when none of them has one or a run fails."""
     exps = list(experiments)
-    names = [e.name for e in exps]
-    labels = [n if names.count(n) == 1 else f"{n}[{k}]" for k, n in enumerate(names)]
+    labels = experiment_labels(exps)
     try:
         parts = map_calls(_output_verdicts, [(e, dict(values), label)
                                              for e, label in zip(exps, labels)], executor)
